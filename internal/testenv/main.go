@@ -1,0 +1,45 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+)
+
+// RunMain starts one control plane for a test package, stores it in *env for
+// the package's tests, runs them and tears the control plane down, also when
+// the run is interrupted. Use it as the whole body of TestMain:
+//
+//	var env *testenv.Env
+//	func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}) }
+func RunMain(m *testing.M, env **Env, opts Options) {
+	os.Exit(runMain(m, env, opts))
+}
+
+func runMain(m *testing.M, env **Env, opts Options) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start control plane: %v\n", err)
+		return 1
+	}
+	*env = e
+	defer e.Stop()
+
+	// An interrupted run (Ctrl-C, go test -timeout's SIGQUIT is not caught)
+	// still tears the control plane down.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			e.Stop()
+			os.Exit(1)
+		}
+	}()
+	return m.Run()
+}
