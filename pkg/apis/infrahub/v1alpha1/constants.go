@@ -1,0 +1,62 @@
+package v1alpha1
+
+// Marks Vidra puts on the objects it manages and on VidraResources.
+const (
+	// ManagedByLabel is set to ManagedByValue on every managed object; it is
+	// the label selector of Vidra's watches.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel.
+	ManagedByValue = "vidra"
+	// OwnerUIDLabel carries the UID of the VidraResource that manages the
+	// object. Prune and delete only touch objects whose label matches.
+	OwnerUIDLabel = "vidraresource.infrahub.operators.com/owner-uid"
+	// OwnedByAnnotation carries <namespace>/<name> of the managing
+	// VidraResource; watch events are mapped back to it through this.
+	OwnedByAnnotation = "vidraresource.infrahub.operators.com/owned-by"
+	// Finalizer holds a VidraResource until its managed objects are deleted or
+	// orphaned, per its deletion policy.
+	Finalizer = "vidraresource.infrahub.operators.com/finalizer"
+	// RequestedAtAnnotation asks for an immediate reconcile; its value is
+	// echoed into status.lastHandledReconcileAt.
+	RequestedAtAnnotation = "vidra.infrahub.operators.com/requested-at"
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager = "vidra"
+)
+
+// Condition types of VidraResource status, kstatus-compatible.
+const (
+	// ConditionReady is True when every object is applied and in sync.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while Vidra works toward the desired state.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a change by a person
+	// (bad input, missing permission), not a retry.
+	ConditionStalled = "Stalled"
+	// ConditionConflict is True when another writer or another VidraResource
+	// contends for objects of this manifest.
+	ConditionConflict = "Conflict"
+)
+
+// Condition reasons. They are constant so that alerts and scripts can match
+// on them; the condition message carries the detail.
+const (
+	ReasonReconciled         = "Reconciled"
+	ReasonProgressing        = "Progressing"
+	ReasonSuspended          = "Suspended"
+	ReasonInvalidManifest    = "InvalidManifest"
+	ReasonUnknownKind        = "UnknownKind"
+	ReasonNamespaceNotFound  = "NamespaceNotFound"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonImmutableField     = "ImmutableField"
+	ReasonForbidden          = "Forbidden"
+	ReasonOwnedByOther       = "OwnedByOtherResource"
+	ReasonUnmanagedExists    = "UnmanagedObjectExists"
+	ReasonFieldConflict      = "FieldConflict"
+	ReasonNoConflict         = "NoConflict"
+	ReasonPruneFailed        = "PruneFailed"
+	ReasonDeleting           = "Deleting"
+	ReasonDestinationError   = "DestinationUnavailable"
+	ReasonManifestTooLarge   = "ManifestTooLarge"
+	ReasonWaitingForCRD      = "WaitingForCRD"
+	ReasonDependencyNotReady = "DependencyNotReady"
+)

@@ -1,0 +1,221 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vr,categories=vidra
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.deployState`
+// +kubebuilder:printcolumn:name="Managed",type=integer,JSONPath=`.status.managedCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+
+// VidraResource is a set of Kubernetes manifests that Vidra applies to a
+// destination cluster with server-side apply, keeps there by correcting drift,
+// prunes as objects leave the set, and cleans up when it is deleted.
+type VidraResource struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state: the manifests and where and how to apply them.
+	Spec VidraResourceSpec `json:"spec"`
+	// Status is what Vidra last observed and did.
+	// +optional
+	Status VidraResourceStatus `json:"status,omitempty"`
+}
+
+// DeletionPolicy says what happens to the managed objects when their
+// VidraResource is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes every managed object before the finalizer
+	// is removed.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan leaves the managed objects in place and strips
+	// Vidra's labels and annotation from them.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// VidraResourceSpec is the desired state of a VidraResource.
+type VidraResourceSpec struct {
+	// Manifest holds the desired objects: multi-document YAML, or JSON (one
+	// object, a JSON array of objects, or a v1 List).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Manifest string `json:"manifest"`
+
+	// Destination says which cluster receives the objects and how.
+	// +optional
+	Destination Destination `json:"destination,omitempty"`
+
+	// Interval is the period of the safety-net re-check, as a Go duration
+	// ("10m", "1h30m"); "0" turns it off for this resource. Unset means the
+	// operator's requeueResourcesAfter setting.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// ServiceAccountName makes every read and write on the destination
+	// impersonate this ServiceAccount of the VidraResource's namespace. Unset
+	// means the operator's --default-service-account, or the operator's own
+	// identity when that is unset too.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Prune deletes objects that leave the manifest. Only objects carrying
+	// this resource's owner-uid label are ever pruned.
+	// +kubebuilder:default=true
+	// +optional
+	Prune *bool `json:"prune,omitempty"`
+
+	// DeletionPolicy is Delete (remove the managed objects, then the
+	// finalizer) or Orphan (leave them, without Vidra's marks).
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Suspend stops reconciling this resource, and its watches, until it is
+	// set back to false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Force recreates an object whose change the API server refuses because
+	// it touches an immutable field.
+	// +optional
+	Force bool `json:"force,omitempty"`
+}
+
+// Destination selects the cluster and default namespace for the objects.
+type Destination struct {
+	// Server is the API server URL of the destination. Empty or
+	// https://kubernetes.default.svc means the cluster Vidra runs in.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == '' || isURL(self)",message="must be empty or an absolute URL such as https://cluster.example.com:6443"
+	// +optional
+	Server string `json:"server,omitempty"`
+
+	// Namespace is given to namespaced objects that carry none. Empty means
+	// the VidraResource's own namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// ReconcileOnEvents corrects drift as soon as a watch reports it (true)
+	// or only on the interval (false). Unset means the operator's
+	// eventBasedReconcile setting.
+	// +optional
+	ReconcileOnEvents *bool `json:"reconcileOnEvents,omitempty"`
+
+	// KubeconfigSecretRef names a Secret in the VidraResource's namespace
+	// holding a kubeconfig for Server.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+}
+
+// SecretKeyReference names one key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key in the Secret's data that holds the kubeconfig.
+	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// DeployState is a one-word summary of a VidraResource for people and
+// printer columns; the conditions carry the detail.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Stale
+type DeployState string
+
+const (
+	// DeployStatePending means nothing was applied yet.
+	DeployStatePending DeployState = "Pending"
+	// DeployStateRunning means a reconcile is under way or waiting to retry.
+	DeployStateRunning DeployState = "Running"
+	// DeployStateSucceeded means every object is applied and in sync.
+	DeployStateSucceeded DeployState = "Succeeded"
+	// DeployStateFailed means the last reconcile failed; see the conditions.
+	DeployStateFailed DeployState = "Failed"
+	// DeployStateStale means reconciling is suspended, so the destination may
+	// have drifted.
+	DeployStateStale DeployState = "Stale"
+)
+
+// VidraResourceStatus is what Vidra last observed and did.
+type VidraResourceStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are kstatus-compatible: Ready, Reconciling, Stalled and
+	// Conflict.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// DeployState summarises the conditions in one word.
+	// +optional
+	DeployState DeployState `json:"deployState,omitempty"`
+
+	// ManagedResources is the inventory: every object Vidra applied for this
+	// resource and will prune or delete.
+	// +listType=atomic
+	// +optional
+	ManagedResources []ManagedResource `json:"managedResources,omitempty"`
+
+	// ManagedCount is the number of entries in ManagedResources, for the
+	// printer column.
+	// +optional
+	ManagedCount int32 `json:"managedCount,omitempty"`
+
+	// LastSyncTime is when an apply last changed the destination.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+
+	// LastHandledReconcileAt echoes the value of the requested-at annotation
+	// that the last reconcile handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// ManagedResource identifies one object of the inventory.
+type ManagedResource struct {
+	// APIVersion of the object, group/version or v1.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object; empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// VidraResourceList is a list of VidraResources.
+type VidraResourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the VidraResources.
+	Items []VidraResource `json:"items"`
+}
