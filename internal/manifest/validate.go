@@ -1,0 +1,130 @@
+package manifest
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// validate checks what Vidra itself needs of an object, reports every
+// problem of it, and tells whether it is valid. It removes a null
+// metadata.namespace, which would otherwise reach the API server as a field
+// set to null.
+func (p *parser) validate(m map[string]any, index int, pos position) bool {
+	valid := true
+	report := func(field, msg string, path ...string) {
+		valid = false
+		p.invalid(index, lineOr(pos.fieldLine(path...), pos.line()), field, "%s", msg)
+	}
+
+	if apiVersion, msg := requiredString(m, "apiVersion"); msg != "" {
+		report("apiVersion", msg, "apiVersion")
+	} else if msg := checkAPIVersion(apiVersion); msg != "" {
+		report("apiVersion", msg, "apiVersion")
+	}
+	if _, msg := requiredString(m, "kind"); msg != "" {
+		report("kind", msg, "kind")
+	}
+
+	meta, ok := m["metadata"].(map[string]any)
+	switch {
+	case m["metadata"] == nil:
+		report("metadata.name", "required")
+		return false
+	case !ok:
+		report("metadata", "must be an object, not "+describe(m["metadata"]), "metadata")
+		return false
+	}
+
+	if name, msg := requiredString(meta, "name"); msg != "" {
+		if msg == "required" && meta["generateName"] != nil {
+			msg = "required; generateName is not supported, as Vidra needs to know an object's name to prune it and to correct its drift"
+		}
+		report("metadata.name", msg, "metadata", "name")
+	} else if msg := checkPathSegment(name); msg != "" {
+		report("metadata.name", msg, "metadata", "name")
+	}
+
+	if ns, present := meta["namespace"]; present {
+		switch ns := ns.(type) {
+		case nil:
+			delete(meta, "namespace")
+		case string:
+			if ns != "" {
+				if msg := checkPathSegment(ns); msg != "" {
+					report("metadata.namespace", msg, "metadata", "namespace")
+				}
+			}
+		default:
+			report("metadata.namespace", "must be a string, not "+describe(ns), "metadata", "namespace")
+		}
+	}
+
+	for _, field := range []string{"labels", "annotations"} {
+		for _, msg := range checkStringMap(meta[field], "metadata."+field) {
+			report(msg[0], msg[1], "metadata", field)
+		}
+	}
+	return valid
+}
+
+// requiredString returns m[key] if it is a non-empty string, else a message
+// saying what is wrong with it.
+func requiredString(m map[string]any, key string) (string, string) {
+	switch v := m[key].(type) {
+	case nil:
+		return "", "required"
+	case string:
+		if v == "" {
+			return "", "required"
+		}
+		return v, ""
+	default:
+		return "", "must be a string, not " + describe(v)
+	}
+}
+
+// checkAPIVersion rejects what schema.ParseGroupVersion lets through but no
+// server serves: an empty version ("apps/") or an empty group ("/v1").
+func checkAPIVersion(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Version == "" || (strings.Contains(apiVersion, "/") && gv.Group == "") {
+		return strconv.Quote(apiVersion) + ` is not a valid apiVersion: want "version" (such as "v1") or "group/version" (such as "apps/v1")`
+	}
+	return ""
+}
+
+// checkPathSegment rejects names no kind accepts, because the API server uses
+// names as segments of URL paths. They would also break the
+// "namespace/name" keys Vidra tracks objects by.
+func checkPathSegment(name string) string {
+	switch {
+	case name == "." || name == "..":
+		return strconv.Quote(name) + " is not a valid name"
+	case strings.Contains(name, "/"):
+		return strconv.Quote(name) + ` is not a valid name: it must not contain "/"`
+	}
+	return ""
+}
+
+// checkStringMap checks that v is null or an object of strings, and returns
+// a {field, message} pair for each problem, in key order.
+func checkStringMap(v any, field string) [][2]string {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return [][2]string{{field, "must be an object of strings, not " + describe(v)}}
+	}
+	var problems [][2]string
+	for k, val := range m {
+		if _, ok := val.(string); !ok {
+			problems = append(problems, [2]string{joinKey(field, k), "must be a string, not " + describe(val)})
+		}
+	}
+	sort.Slice(problems, func(i, j int) bool { return problems[i][0] < problems[j][0] })
+	return problems
+}

@@ -1,0 +1,591 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// chunk is the text between two document separators.
+type chunk struct {
+	text string
+	// line is the 1-based line of the manifest text starts on.
+	line int
+	// content is false when the chunk holds only blank lines, comments,
+	// directives, document markers: nothing to parse.
+	content bool
+}
+
+// parseYAML parses a multi-document YAML manifest.
+//
+// Documents are split on separator lines before parsing rather than read
+// from one stream, so that a syntax error in one document does not hide the
+// documents after it (a YAML parser cannot resume after an error), and so
+// that every line can be made absolute from its chunk's first line.
+func (p *parser) parseYAML(manifest string) {
+	for _, c := range splitYAML(manifest) {
+		if p.full {
+			return
+		}
+		if c.content {
+			p.parseChunk(c)
+		}
+	}
+}
+
+// splitYAML splits a manifest on document separators: lines that start with
+// "---" followed by the end of the line, a space or a tab. The separator line
+// is the first line of the chunk it starts, so that the YAML parser sees
+// "--- {a: 1}" whole. Directives ("%YAML 1.2") stay with the document their
+// "---" starts.
+func splitYAML(s string) []chunk {
+	var chunks []chunk
+	cur := chunk{line: 1}
+	start, line, directives := 0, 1, false
+	for pos := 0; pos < len(s); line++ {
+		end, next := len(s), len(s)
+		if i := strings.IndexByte(s[pos:], '\n'); i >= 0 {
+			end, next = pos+i, pos+i+1
+		}
+		text := strings.TrimSuffix(s[pos:end], "\r")
+		separator := isSeparator(text)
+		if separator && !(directives && !cur.content) {
+			if pos > start {
+				cur.text = s[start:pos]
+				chunks = append(chunks, cur)
+			}
+			cur, start, directives = chunk{line: line}, pos, false
+		}
+		switch {
+		case separator:
+			text = text[3:]
+		case strings.HasPrefix(text, "%"):
+			directives = true
+			text = ""
+		}
+		if t := strings.TrimSpace(text); t != "" && t[0] != '#' && t != "..." {
+			cur.content = true
+		}
+		pos = next
+	}
+	if start < len(s) {
+		cur.text = s[start:]
+		chunks = append(chunks, cur)
+	}
+	return chunks
+}
+
+// isSeparator tells whether a line starts a new YAML document.
+func isSeparator(line string) bool {
+	return strings.HasPrefix(line, "---") && (len(line) == 3 || line[3] == ' ' || line[3] == '\t')
+}
+
+// parseChunk parses the documents of one chunk: one, or more when a
+// document ends with "..." and another follows without "---".
+func (p *parser) parseChunk(c chunk) {
+	dec := yaml.NewDecoder(strings.NewReader(c.text))
+	for !p.full {
+		var doc yaml.Node
+		err := decodeNode(dec, &doc)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			p.syntaxError = true
+			line, msg := yamlErrorPosition(err, c)
+			p.invalid(p.takeIndex(), line, "", "invalid YAML: %s", msg)
+			return
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		root := doc.Content[0]
+		if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+			// "---" followed by nothing, or an explicit null: an empty document.
+			continue
+		}
+		if root.Kind == yaml.SequenceNode && p.jsonArrays {
+			for _, item := range root.Content {
+				p.yamlDocument(item, c.line-1)
+			}
+			continue
+		}
+		p.yamlDocument(root, c.line-1)
+	}
+}
+
+// yamlDocument converts and checks one document whose node lines are
+// relative to line base.
+func (p *parser) yamlDocument(n *yaml.Node, base int) {
+	if p.full {
+		return
+	}
+	conv := converter{p: p, base: base}
+	v := conv.value(n, nil, 0)
+	if len(conv.errs) > 0 {
+		index := p.takeIndex()
+		for _, e := range conv.errs {
+			e.Index = index
+			p.add(e)
+		}
+		return
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	p.value(v, yamlPosition{n: n, base: base}, false)
+}
+
+// decodeNode decodes the next document of dec. The parser reports errors by
+// panicking and recovering internally; recovering here too means that an
+// input reaching a bug in it fails this manifest instead of crashing the
+// operator.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: the parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+// yamlErrorPosition returns the absolute line of a YAML syntax error in
+// chunk c, and its message without the "yaml: line N:" prefix.
+//
+// The parser's line numbers need care. It reports 1-based lines for scanner
+// errors but 0-based ones for parser errors (those of parserProblem), and no
+// line at all for an error on the first line or for errors found outside the
+// scanner (bad characters, unknown anchors), which are located here by
+// searching the text. For parser errors it also reports the line where the
+// enclosing mapping or list starts rather than the line of the offending
+// token; that line is asked of the older parser behind sigs.k8s.io/yaml,
+// which reports the token's.
+func yamlErrorPosition(err error, c chunk) (int, string) {
+	// Errors at the end of the input are reported past the last line of the
+	// document, which is the next document's "---" or nothing at all; the
+	// text to fix is on the last line that holds something.
+	last := lastContentLine(c)
+	abs := func(relative int) int { return min(c.line+relative-1, last) }
+
+	line, msg, ok := splitYAMLError(err)
+	if ok {
+		if !parserProblem(msg) {
+			return abs(line), msg
+		}
+		line++
+		if token, ok := tokenLine(c, msg); ok && abs(token) != abs(line) {
+			return abs(token), fmt.Sprintf("%s (the enclosing structure starts on line %d)", msg, abs(line))
+		}
+		return abs(line), msg
+	}
+	if name, ok := strings.CutPrefix(msg, "unknown anchor '"); ok {
+		name, _, _ = strings.Cut(name, "'")
+		if i := strings.Index(c.text, "*"+name); i >= 0 {
+			return abs(1 + strings.Count(c.text[:i], "\n")), msg
+		}
+	}
+	if readerProblem(msg) {
+		if i := firstUnreadable(c.text); i >= 0 {
+			return abs(1 + strings.Count(c.text[:i], "\n")), msg
+		}
+	}
+	if parserProblem(msg) {
+		if token, ok := tokenLine(c, msg); ok {
+			return abs(token), msg
+		}
+	}
+	return abs(1), msg
+}
+
+// lastContentLine returns the absolute line of the last line of c that is
+// not blank.
+func lastContentLine(c chunk) int {
+	text := strings.TrimRight(c.text, " \t\r\n")
+	return c.line + strings.Count(text, "\n")
+}
+
+// splitYAMLError splits "yaml: line N: message" into N and the message; ok
+// is false when the error carries no line.
+func splitYAMLError(err error) (line int, msg string, ok bool) {
+	msg = err.Error()
+	if i := strings.LastIndex(msg, "yaml: "); i >= 0 {
+		msg = msg[i+len("yaml: "):]
+	}
+	if rest, found := strings.CutPrefix(msg, "line "); found {
+		if num, text, found := strings.Cut(rest, ": "); found {
+			if n, err := strconv.Atoi(num); err == nil && n > 0 {
+				return n, text, true
+			}
+		}
+	}
+	return 0, msg, false
+}
+
+// tokenLine returns the 1-based line, within c, of the token a parser error
+// is about, as the YAML parser of sigs.k8s.io/yaml reports it (0-based, for
+// parser errors). It is only trusted when that parser fails with the same
+// problem. c is known to be invalid, so the parser stops before expanding
+// any alias.
+func tokenLine(c chunk, problem string) (line int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			line, ok = 0, false
+		}
+	}()
+	_, err := sigsyaml.YAMLToJSON([]byte(c.text))
+	if err == nil {
+		return 0, false
+	}
+	n, msg, found := splitYAMLError(err)
+	if msg != problem {
+		return 0, false
+	}
+	if !found {
+		return 1, true
+	}
+	return n + 1, true
+}
+
+// parserProblem tells whether msg is one the YAML parser (rather than its
+// scanner) reports, whose line is 0-based.
+func parserProblem(msg string) bool {
+	switch msg {
+	case "did not find expected <stream-start>",
+		"did not find expected <document start>",
+		"did not find expected node content",
+		"did not find expected '-' indicator",
+		"did not find expected key",
+		"did not find expected ',' or ']'",
+		"did not find expected ',' or '}'",
+		"found undefined tag handle",
+		"found duplicate %YAML directive",
+		"found duplicate %TAG directive",
+		"found incompatible YAML document":
+		return true
+	}
+	return false
+}
+
+// readerProblem tells whether msg is one the YAML parser reports for
+// characters it cannot read, which it gives no line for.
+func readerProblem(msg string) bool {
+	for _, s := range []string{"UTF-8", "UTF-16", "Unicode", "surrogate", "control characters"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstUnreadable returns the offset of the first character YAML does not
+// allow in a stream (invalid UTF-8, control characters), or -1.
+func firstUnreadable(s string) int {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return i
+			}
+		case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffe || r == 0xffff:
+			return i
+		case r >= 0xd800 && r <= 0xdfff:
+			return i
+		}
+	}
+	return -1
+}
+
+// converter turns a YAML node tree into the values an unstructured object
+// holds: map[string]any, []any, string, int64, float64, bool and nil.
+type converter struct {
+	p *parser
+	// base is added to the nodes' chunk-relative lines.
+	base int
+	// inAlias counts the aliases being expanded; what is reached through one
+	// costs alias budget.
+	inAlias int
+	// active holds the anchored nodes being converted, to catch an alias
+	// inside the node it refers to, which would expand forever.
+	active map[*yaml.Node]bool
+	// exhausted is set once the alias budget ran out, so it is reported once.
+	exhausted bool
+	errs      []*Error
+}
+
+func (c *converter) fail(n *yaml.Node, path *fieldPath, format string, args ...any) {
+	c.errs = append(c.errs, &Error{
+		Line:    c.base + n.Line,
+		Field:   path.String(),
+		Reason:  ReasonInvalidManifest,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+// value converts n, found at path.
+func (c *converter) value(n *yaml.Node, path *fieldPath, depth int) any {
+	if c.exhausted {
+		return nil
+	}
+	if c.inAlias > 0 {
+		c.p.aliasBudget -= 1 + len(n.Value)
+		if c.p.aliasBudget < 0 {
+			c.exhausted = true
+			c.fail(n, path, "YAML aliases expand to too much data (over %d nodes and bytes in the manifest); write the values out or reuse fewer", maxAliasExpansion)
+			return nil
+		}
+	}
+	if depth > maxDepth {
+		c.fail(n, path, "values nest deeper than %d levels", maxDepth)
+		return nil
+	}
+	if n.Anchor != "" {
+		if c.active[n] {
+			c.fail(n, path, "anchor &%s contains an alias to itself", n.Anchor)
+			return nil
+		}
+		if c.active == nil {
+			c.active = map[*yaml.Node]bool{}
+		}
+		c.active[n] = true
+		defer delete(c.active, n)
+	}
+
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			c.fail(n, path, "alias *%s refers to nothing", n.Value)
+			return nil
+		}
+		c.inAlias++
+		defer func() { c.inAlias-- }()
+		return c.value(n.Alias, path, depth+1)
+	case yaml.MappingNode:
+		return c.mapping(n, path, depth)
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, item := range n.Content {
+			s[i] = c.value(item, path.elem(i), depth+1)
+		}
+		return s
+	case yaml.ScalarNode:
+		return c.scalar(n, path)
+	default:
+		c.fail(n, path, "unexpected YAML node")
+		return nil
+	}
+}
+
+// mapping converts a mapping. Keys must be scalars and unique; merge keys
+// ("<<: *defaults") add the keys of the mappings they name that the mapping
+// does not set itself, earlier mappings first, as YAML specifies.
+func (c *converter) mapping(n *yaml.Node, path *fieldPath, depth int) any {
+	m := make(map[string]any, len(n.Content)/2)
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode {
+			c.fail(k, path, "a key must be a string, not a YAML %s", kindName(k.Kind))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if _, dup := m[k.Value]; dup {
+			c.fail(k, path.child(k.Value), "this key is given twice (first on line %d)", c.base+firstKeyLine(n, k.Value))
+			continue
+		}
+		m[k.Value] = c.value(v, path.child(k.Value), depth+1)
+	}
+	for _, src := range merges {
+		c.merge(m, src, path, depth)
+	}
+	return m
+}
+
+// merge adds to m the keys of the merge source src that m does not have.
+func (c *converter) merge(m map[string]any, src *yaml.Node, path *fieldPath, depth int) {
+	sources := []*yaml.Node{src}
+	target, viaAlias := src, false
+	if src.Kind == yaml.AliasNode && src.Alias != nil {
+		target, viaAlias = src.Alias, true
+	}
+	if target.Kind == yaml.SequenceNode {
+		// The elements are converted here rather than through value, so the
+		// budget and the cycle check that value applies are applied here.
+		if viaAlias {
+			c.inAlias++
+			defer func() { c.inAlias-- }()
+		}
+		if target.Anchor != "" {
+			if c.active[target] {
+				c.fail(src, path, "anchor &%s contains an alias to itself", target.Anchor)
+				return
+			}
+			if c.active == nil {
+				c.active = map[*yaml.Node]bool{}
+			}
+			c.active[target] = true
+			defer delete(c.active, target)
+		}
+		sources = target.Content
+	}
+	for _, s := range sources {
+		failed := len(c.errs)
+		v := c.value(s, path, depth+1)
+		if len(c.errs) > failed {
+			continue
+		}
+		sm, ok := v.(map[string]any)
+		if !ok {
+			c.fail(s, path, "a merge key (<<) must name a mapping or a list of mappings, not %s", describe(v))
+			continue
+		}
+		for k, val := range sm {
+			if _, set := m[k]; !set {
+				m[k] = val
+			}
+		}
+	}
+}
+
+// scalar converts a scalar by its resolved tag. Tags JSON has no type for
+// (timestamps, binary, custom tags) keep their text, which is what the API
+// server expects for them (RFC 3339 times, base64 data).
+func (c *converter) scalar(n *yaml.Node, path *fieldPath) any {
+	switch tag := n.ShortTag(); tag {
+	case "!!null":
+		return nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			c.fail(n, path, "%q is not a valid boolean", n.Value)
+			return nil
+		}
+		return b
+	case "!!int":
+		var i int64
+		if err := n.Decode(&i); err == nil {
+			return i
+		}
+		var u uint64
+		if err := n.Decode(&u); err == nil {
+			// Past int64, like JSON numbers that do not fit it.
+			return float64(u)
+		}
+		c.fail(n, path, "%q is not a valid integer", n.Value)
+		return nil
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			c.fail(n, path, "%q is not a valid number", n.Value)
+			return nil
+		}
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			c.fail(n, path, "%q cannot be sent to the API server: JSON has no infinity or NaN; quote it to make it a string", n.Value)
+			return nil
+		}
+		return f
+	default:
+		return n.Value
+	}
+}
+
+// firstKeyLine returns the chunk-relative line of the first key named key of
+// mapping n.
+func firstKeyLine(n *yaml.Node, key string) int {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind == yaml.ScalarNode && k.Value == key {
+			return n.Content[i].Line
+		}
+	}
+	return 0
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "sequence"
+	case yaml.AliasNode:
+		return "alias"
+	default:
+		return "node"
+	}
+}
+
+// yamlPosition locates a YAML node and its fields in the manifest.
+type yamlPosition struct {
+	n *yaml.Node
+	// base is added to the node's chunk-relative lines.
+	base int
+}
+
+func (y yamlPosition) line() int { return y.base + y.n.Line }
+
+// fieldLine returns the line of the key at path, 0 when the path is not
+// written out (missing, or brought in by a merge key).
+func (y yamlPosition) fieldLine(path ...string) int {
+	line := 0
+	n := y.n
+	for _, key := range path {
+		k, v := lookup(n, key)
+		if k == nil {
+			return 0
+		}
+		line, n = k.Line, v
+	}
+	if line == 0 {
+		return 0
+	}
+	return y.base + line
+}
+
+func (y yamlPosition) item(i int) position {
+	_, items := lookup(y.n, "items")
+	if items == nil || items.Kind != yaml.SequenceNode || i >= len(items.Content) {
+		return nil
+	}
+	item := items.Content[i]
+	if item.Kind == yaml.AliasNode && item.Alias != nil {
+		item = item.Alias
+	}
+	return yamlPosition{n: item, base: y.base}
+}
+
+// lookup returns the key and value nodes of key in mapping n, following
+// aliases, or nils.
+func lookup(n *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
+	if n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == key && k.ShortTag() != "!!merge" {
+			v := n.Content[i+1]
+			if v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			return k, v
+		}
+	}
+	return nil, nil
+}
