@@ -4,7 +4,7 @@
 # nothing when the binaries are already there. The cold build takes minutes, so
 # the result is also kept in a per-user cache outside the checkout
 # ($VIDRA_CACHE_DIR, default ~/.cache/vidra), keyed by the versions and by a
-# hash of this script and the pinned modules: a fresh clone on the same machine
+# hash of the pinned modules (go.sum): a fresh clone on the same machine
 # (CI) copies the binaries instead of building them again.
 set -euo pipefail
 
@@ -12,7 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 k8s_version=v1.37.1
 etcd_version=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$root/hack/controlplane/etcd/go.mod")
 out=${VIDRA_CONTROLPLANE_DIR:-$root/bin/controlplane/$k8s_version}
-key=$(cat "${BASH_SOURCE[0]}" "$root"/hack/controlplane/*/go.sum | sha256sum | cut -c1-12)
+key=$(cat "$root"/hack/controlplane/*/go.sum | sha256sum | cut -c1-12)
 cache=${VIDRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vidra}/controlplane/$k8s_version-etcd-$etcd_version-$key
 
 want=(etcd kube-apiserver kube-controller-manager kubectl)
@@ -21,6 +21,10 @@ for b in "${want[@]}"; do
   [[ -x "$out/$b" ]] || missing+=("$b")
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
+  # Seed the shared cache from a tree built before the cache existed.
+  if [[ ! -x "$cache/kubectl" ]]; then
+    mkdir -p "$cache" && for b in "${want[@]}"; do cp "$out/$b" "$cache/$b.tmp" && mv "$cache/$b.tmp" "$cache/$b"; done
+  fi
   echo "control plane $k8s_version (etcd $etcd_version) already built in ${out#"$root"/}"
   exit 0
 fi

@@ -107,7 +107,7 @@ func resolveBinDir(dir string) (string, error) {
 		dir = os.Getenv("VIDRA_CONTROLPLANE_DIR")
 	}
 	if dir == "" {
-		root, err := repoRoot()
+		root, err := RepoRoot()
 		if err != nil {
 			return "", err
 		}
@@ -121,8 +121,9 @@ func resolveBinDir(dir string) (string, error) {
 	return dir, nil
 }
 
-// repoRoot walks up from the working directory to the operator's go.mod.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the operator's go.mod, so
+// tests can find the repository's files (CRDs, samples) from any package.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -328,6 +329,9 @@ func (e *Env) startControllerManager() error {
 	// makes it exit at once, which the next health check reports.
 	return nil
 }
+
+// Kubectl returns the path of the kubectl built with the control plane.
+func (e *Env) Kubectl() string { return filepath.Join(e.binDir, "kubectl") }
 
 // Kubeconfig returns an admin kubeconfig for this control plane.
 func (e *Env) Kubeconfig() ([]byte, error) {
