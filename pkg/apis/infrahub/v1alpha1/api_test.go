@@ -325,4 +325,3 @@ func TestPrinterColumnsShowStatus(t *testing.T) {
 		t.Fatalf("kubectl get vr -o wide:\n%s", wide)
 	}
 }
-
