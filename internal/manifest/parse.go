@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -43,7 +44,8 @@ type Object struct {
 	// Line is the 1-based line of the manifest where the object starts: its
 	// first key in YAML (comments and the "---" line before it are not part
 	// of it), its opening brace in JSON, the line of its entry for an item
-	// of a List.
+	// of a List. Lines are counted by "\n", as editors, grep and git count
+	// them.
 	Line int
 	// Object is the object as written, with YAML-only types turned into what
 	// JSON can hold (see Parse).
@@ -61,13 +63,16 @@ type Object struct {
 // (followed by the end of the line, a space or a tab; what follows "--- " on
 // that line is part of the next document, as in YAML).
 //
-// YAML is read with YAML 1.2 rules (yes, no, on and off are strings; only
-// true and false are booleans), like JSON. Integers become int64 (or float64
-// past its range), timestamps stay the string they were written as, !!binary
-// values stay their base64 text (what a Secret's data holds), and values of
-// other tags are read as if untagged. Merge keys ("<<") are supported;
-// duplicate keys, infinities and NaN are errors, as they have no place in
-// JSON. Duplicate keys of JSON objects are errors too.
+// Plain YAML scalars are typed as go.yaml.in/yaml/v3 resolves them: only
+// true and false are booleans, as in YAML 1.2 and JSON, so yes, no, on and
+// off stay strings (kubectl, reading YAML 1.1, makes them booleans, which
+// string fields such as env values and ConfigMap data then reject).
+// Integers become int64 (float64 past its range), timestamps stay the
+// string they were written as, !!binary values stay their base64 text (what
+// a Secret's data holds), and scalars of custom tags ("!ref x") are strings.
+// Merge keys ("<<") are supported. Duplicate keys, infinities and NaN are
+// errors, as JSON has no place for them; duplicate keys of JSON objects are
+// errors too.
 //
 // Each object must have a non-empty string apiVersion that parses as
 // "version" or "group/version", a non-empty string kind, and a metadata
@@ -93,6 +98,18 @@ func Parse(manifest string) ([]Object, ErrorList) {
 			Message: fmt.Sprintf("manifest is %d bytes, over the limit of %d bytes (3 MiB)", len(manifest), MaxManifestBytes),
 		}}
 	}
+	// Strings reaching Vidra through the API server are valid UTF-8. Anything
+	// else is refused here rather than guessed at: the YAML parser would
+	// take a UTF-16 byte order mark as a reason to decode the rest as
+	// UTF-16, and encoding/json would silently replace bad bytes.
+	if i := firstInvalidUTF8(manifest); i >= 0 {
+		return nil, ErrorList{{
+			Index:   -1,
+			Line:    1 + strings.Count(manifest[:i], "\n"),
+			Reason:  ReasonInvalidManifest,
+			Message: "manifest is not valid UTF-8",
+		}}
+	}
 	// A byte order mark is not white space, neither for the JSON check nor
 	// for encoding/json; it is on line 1, so dropping it moves no line.
 	body := strings.TrimPrefix(manifest, "\uFEFF")
@@ -115,6 +132,22 @@ func Parse(manifest string) ([]Object, ErrorList) {
 		p.parseYAML(body)
 	}
 	return p.finish()
+}
+
+// firstInvalidUTF8 returns the offset of the first byte of s that is not
+// part of valid UTF-8, or -1.
+func firstInvalidUTF8(s string) int {
+	if utf8.ValidString(s) {
+		return -1
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // looksLikeJSON tells whether the first character other than white space
@@ -154,8 +187,8 @@ type position interface {
 	item(i int) position
 }
 
-// fixedPosition is a position known only as a line: JSON values have no
-// positions for their fields.
+// fixedPosition is a position known only by its line, for an item whose
+// own position cannot be found.
 type fixedPosition int
 
 func (p fixedPosition) line() int               { return int(p) }

@@ -480,6 +480,13 @@ metadata:
 			wantObjects: []string{"b"},
 		},
 		{
+			// YAML also breaks lines at a lone CR and at U+2028; people and
+			// their tools count "\n".
+			name:     "lines are counted by newline",
+			manifest: "apiVersion: v1\rkind: ConfigMap\u2028metadata:\n  name: a\n  labels: {a: b: c}\n",
+			want:     ErrorList{invalid(0, 3, "", "invalid YAML: did not find expected ',' or '}'")},
+		},
+		{
 			name:     "tab indentation",
 			manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: a\n",
 			want:     ErrorList{invalid(0, 4, "", "invalid YAML: found character that cannot start any token")},
@@ -492,7 +499,12 @@ metadata:
 		{
 			name:     "invalid UTF-8",
 			manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: \xff\n",
-			want:     ErrorList{invalid(0, 6, "", "invalid YAML: invalid leading UTF-8 octet")},
+			want:     ErrorList{invalid(-1, 6, "", "manifest is not valid UTF-8")},
+		},
+		{
+			name:     "UTF-16",
+			manifest: "\xff\xfea\x00:\x00 \x00b\x00",
+			want:     ErrorList{invalid(-1, 1, "", "manifest is not valid UTF-8")},
 		},
 		{
 			name:     "unknown anchor",
@@ -606,8 +618,8 @@ metadata:
 			want: ErrorList{
 				invalid(0, 3, "metadata", "must be an object, not a list"),
 				invalid(1, 9, "metadata.namespace", "must be a string, not a number"),
-				invalid(1, 10, `metadata.labels.enabled`, "must be a string, not a boolean"),
-				invalid(1, 10, `metadata.labels.replicas`, "must be a string, not a number"),
+				invalid(1, 12, `metadata.labels.replicas`, "must be a string, not a number"),
+				invalid(1, 13, `metadata.labels.enabled`, "must be a string, not a boolean"),
 				invalid(1, 14, "metadata.annotations", "must be an object of strings, not a string"),
 			},
 		},

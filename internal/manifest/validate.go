@@ -63,8 +63,12 @@ func (p *parser) validate(m map[string]any, index int, pos position) bool {
 	}
 
 	for _, field := range []string{"labels", "annotations"} {
-		for _, msg := range checkStringMap(meta[field], "metadata."+field) {
-			report(msg[0], msg[1], "metadata", field)
+		for _, pr := range checkStringMap(meta[field]) {
+			if pr.key == nil {
+				report("metadata."+field, pr.msg, "metadata", field)
+				continue
+			}
+			report(joinKey("metadata."+field, *pr.key), pr.msg, "metadata", field, *pr.key)
 		}
 	}
 	return valid
@@ -109,22 +113,29 @@ func checkPathSegment(name string) string {
 	return ""
 }
 
+// mapProblem is a problem of a map: of the map itself when key is nil, else
+// of the value of *key.
+type mapProblem struct {
+	key *string
+	msg string
+}
+
 // checkStringMap checks that v is null or an object of strings, and returns
-// a {field, message} pair for each problem, in key order.
-func checkStringMap(v any, field string) [][2]string {
+// its problems in key order.
+func checkStringMap(v any) []mapProblem {
 	if v == nil {
 		return nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return [][2]string{{field, "must be an object of strings, not " + describe(v)}}
+		return []mapProblem{{msg: "must be an object of strings, not " + describe(v)}}
 	}
-	var problems [][2]string
+	var problems []mapProblem
 	for k, val := range m {
 		if _, ok := val.(string); !ok {
-			problems = append(problems, [2]string{joinKey(field, k), "must be a string, not " + describe(val)})
+			problems = append(problems, mapProblem{key: &k, msg: "must be a string, not " + describe(val)})
 		}
 	}
-	sort.Slice(problems, func(i, j int) bool { return problems[i][0] < problems[j][0] })
+	sort.Slice(problems, func(i, j int) bool { return *problems[i].key < *problems[j].key })
 	return problems
 }

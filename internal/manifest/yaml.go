@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -64,13 +63,13 @@ func splitYAML(s string) []chunk {
 			cur, start, directives = chunk{line: line}, pos, false
 		}
 		switch {
-		case separator:
+		case separator, isMarker(text, "..."):
 			text = text[3:]
 		case strings.HasPrefix(text, "%"):
 			directives = true
 			text = ""
 		}
-		if t := strings.TrimSpace(text); t != "" && t[0] != '#' && t != "..." {
+		if t := strings.TrimSpace(text); t != "" && t[0] != '#' {
 			cur.content = true
 		}
 		pos = next
@@ -83,14 +82,66 @@ func splitYAML(s string) []chunk {
 }
 
 // isSeparator tells whether a line starts a new YAML document.
-func isSeparator(line string) bool {
-	return strings.HasPrefix(line, "---") && (len(line) == 3 || line[3] == ' ' || line[3] == '\t')
+func isSeparator(line string) bool { return isMarker(line, "---") }
+
+// isMarker tells whether a line starts with a document marker ("---" or
+// "..."), which YAML only takes as one at the start of a line and followed
+// by white space or nothing.
+func isMarker(line, marker string) bool {
+	return strings.HasPrefix(line, marker) && (len(line) == 3 || line[3] == ' ' || line[3] == '\t')
+}
+
+// lineMap turns the line numbers the YAML parser gives within a chunk into
+// lines of the manifest. Lines of the manifest are separated by "\n", as
+// editors, grep and git count them (a "\r\n" is one separator); the parser
+// also breaks lines at a lone "\r" and at U+0085, U+2028 and U+2029, so a
+// chunk holding one of those needs a table.
+type lineMap struct {
+	// start is the line of the manifest the chunk starts on.
+	start int
+	// table[i] is the number of "\n" before the parser's line i+1; nil when
+	// the parser's lines are the manifest's.
+	table []int
+}
+
+func newLineMap(c chunk) lineMap {
+	m := lineMap{start: c.line}
+	if !strings.ContainsAny(c.text, "\u0085\u2028\u2029") && strings.Count(c.text, "\r") == strings.Count(c.text, "\r\n") {
+		return m
+	}
+	m.table = []int{0}
+	newlines := 0
+	for i, r := range c.text {
+		switch r {
+		case '\r':
+			if strings.HasPrefix(c.text[i+1:], "\n") {
+				continue // the "\n" ends the line
+			}
+		case '\n':
+			newlines++
+		case '\u0085', '\u2028', '\u2029':
+		default:
+			continue
+		}
+		m.table = append(m.table, newlines)
+	}
+	return m
+}
+
+// line returns the manifest line of the parser's line n (1-based).
+func (m lineMap) line(n int) int {
+	n = max(n, 1)
+	if m.table == nil {
+		return m.start + n - 1
+	}
+	return m.start + m.table[min(n, len(m.table))-1]
 }
 
 // parseChunk parses the documents of one chunk: one, or more when a
 // document ends with "..." and another follows without "---".
 func (p *parser) parseChunk(c chunk) {
 	dec := yaml.NewDecoder(strings.NewReader(c.text))
+	lines := newLineMap(c)
 	for !p.full {
 		var doc yaml.Node
 		err := decodeNode(dec, &doc)
@@ -99,7 +150,7 @@ func (p *parser) parseChunk(c chunk) {
 		}
 		if err != nil {
 			p.syntaxError = true
-			line, msg := yamlErrorPosition(err, c)
+			line, msg := yamlErrorPosition(err, c, lines)
 			p.invalid(p.takeIndex(), line, "", "invalid YAML: %s", msg)
 			return
 		}
@@ -113,21 +164,20 @@ func (p *parser) parseChunk(c chunk) {
 		}
 		if root.Kind == yaml.SequenceNode && p.jsonArrays {
 			for _, item := range root.Content {
-				p.yamlDocument(item, c.line-1)
+				p.yamlDocument(item, lines)
 			}
 			continue
 		}
-		p.yamlDocument(root, c.line-1)
+		p.yamlDocument(root, lines)
 	}
 }
 
-// yamlDocument converts and checks one document whose node lines are
-// relative to line base.
-func (p *parser) yamlDocument(n *yaml.Node, base int) {
+// yamlDocument converts and checks one document; lines locates its nodes.
+func (p *parser) yamlDocument(n *yaml.Node, lines lineMap) {
 	if p.full {
 		return
 	}
-	conv := converter{p: p, base: base}
+	conv := converter{p: p, lines: lines}
 	v := conv.value(n, nil, 0)
 	if len(conv.errs) > 0 {
 		index := p.takeIndex()
@@ -140,7 +190,7 @@ func (p *parser) yamlDocument(n *yaml.Node, base int) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	p.value(v, yamlPosition{n: n, base: base}, false)
+	p.value(v, yamlPosition{n: n, lines: lines}, false)
 }
 
 // decodeNode decodes the next document of dec. The parser reports errors by
@@ -167,12 +217,13 @@ func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 // enclosing mapping or list starts rather than the line of the offending
 // token; that line is asked of the older parser behind sigs.k8s.io/yaml,
 // which reports the token's.
-func yamlErrorPosition(err error, c chunk) (int, string) {
+func yamlErrorPosition(err error, c chunk, lines lineMap) (int, string) {
 	// Errors at the end of the input are reported past the last line of the
 	// document, which is the next document's "---" or nothing at all; the
 	// text to fix is on the last line that holds something.
 	last := lastContentLine(c)
-	abs := func(relative int) int { return min(c.line+relative-1, last) }
+	abs := func(parserLine int) int { return min(lines.line(parserLine), last) }
+	at := func(offset int) int { return min(c.line+strings.Count(c.text[:offset], "\n"), last) }
 
 	line, msg, ok := splitYAMLError(err)
 	if ok {
@@ -188,12 +239,12 @@ func yamlErrorPosition(err error, c chunk) (int, string) {
 	if name, ok := strings.CutPrefix(msg, "unknown anchor '"); ok {
 		name, _, _ = strings.Cut(name, "'")
 		if i := strings.Index(c.text, "*"+name); i >= 0 {
-			return abs(1 + strings.Count(c.text[:i], "\n")), msg
+			return at(i), msg
 		}
 	}
 	if readerProblem(msg) {
 		if i := firstUnreadable(c.text); i >= 0 {
-			return abs(1 + strings.Count(c.text[:i], "\n")), msg
+			return at(i), msg
 		}
 	}
 	if parserProblem(msg) {
@@ -231,8 +282,9 @@ func splitYAMLError(err error) (line int, msg string, ok bool) {
 // tokenLine returns the 1-based line, within c, of the token a parser error
 // is about, as the YAML parser of sigs.k8s.io/yaml reports it (0-based, for
 // parser errors). It is only trusted when that parser fails with the same
-// problem. c is known to be invalid, so the parser stops before expanding
-// any alias.
+// problem. c is known to be invalid, so the parser fails before decoding
+// anything; should it accept c after all, its own limit on aliases bounds
+// the work, and the result is dropped.
 func tokenLine(c chunk, problem string) (line int, ok bool) {
 	defer func() {
 		if recover() != nil {
@@ -274,29 +326,18 @@ func parserProblem(msg string) bool {
 }
 
 // readerProblem tells whether msg is one the YAML parser reports for
-// characters it cannot read, which it gives no line for.
+// characters it does not allow, which it gives no line for.
 func readerProblem(msg string) bool {
-	for _, s := range []string{"UTF-8", "UTF-16", "Unicode", "surrogate", "control characters"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return msg == "control characters are not allowed" || msg == "invalid Unicode character"
 }
 
-// firstUnreadable returns the offset of the first character YAML does not
-// allow in a stream (invalid UTF-8, control characters), or -1.
+// firstUnreadable returns the offset of the first character of s, valid
+// UTF-8, that YAML does not allow in a stream, or -1.
 func firstUnreadable(s string) int {
 	for i, r := range s {
 		switch {
-		case r == utf8.RuneError:
-			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
-				return i
-			}
 		case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffe || r == 0xffff:
-			return i
-		case r >= 0xd800 && r <= 0xdfff:
 			return i
 		}
 	}
@@ -307,8 +348,8 @@ func firstUnreadable(s string) int {
 // holds: map[string]any, []any, string, int64, float64, bool and nil.
 type converter struct {
 	p *parser
-	// base is added to the nodes' chunk-relative lines.
-	base int
+	// lines locates the nodes in the manifest.
+	lines lineMap
 	// inAlias counts the aliases being expanded; what is reached through one
 	// costs alias budget.
 	inAlias int
@@ -322,7 +363,7 @@ type converter struct {
 
 func (c *converter) fail(n *yaml.Node, path *fieldPath, format string, args ...any) {
 	c.errs = append(c.errs, &Error{
-		Line:    c.base + n.Line,
+		Line:    c.lines.line(n.Line),
 		Field:   path.String(),
 		Reason:  ReasonInvalidManifest,
 		Message: fmt.Sprintf(format, args...),
@@ -403,7 +444,7 @@ func (c *converter) mapping(n *yaml.Node, path *fieldPath, depth int) any {
 			continue
 		}
 		if _, dup := m[k.Value]; dup {
-			c.fail(k, path.child(k.Value), "this key is given twice (first on line %d)", c.base+firstKeyLine(n, k.Value))
+			c.fail(k, path.child(k.Value), "this key is given twice (first on line %d)", c.lines.line(firstKeyLine(n, k.Value)))
 			continue
 		}
 		m[k.Value] = c.value(v, path.child(k.Value), depth+1)
@@ -533,11 +574,11 @@ func kindName(k yaml.Kind) string {
 // yamlPosition locates a YAML node and its fields in the manifest.
 type yamlPosition struct {
 	n *yaml.Node
-	// base is added to the node's chunk-relative lines.
-	base int
+	// lines locates the nodes in the manifest.
+	lines lineMap
 }
 
-func (y yamlPosition) line() int { return y.base + y.n.Line }
+func (y yamlPosition) line() int { return y.lines.line(y.n.Line) }
 
 // fieldLine returns the line of the key at path, 0 when the path is not
 // written out (missing, or brought in by a merge key).
@@ -554,7 +595,7 @@ func (y yamlPosition) fieldLine(path ...string) int {
 	if line == 0 {
 		return 0
 	}
-	return y.base + line
+	return y.lines.line(line)
 }
 
 func (y yamlPosition) item(i int) position {
@@ -566,7 +607,7 @@ func (y yamlPosition) item(i int) position {
 	if item.Kind == yaml.AliasNode && item.Alias != nil {
 		item = item.Alias
 	}
-	return yamlPosition{n: item, base: y.base}
+	return yamlPosition{n: item, lines: y.lines}
 }
 
 // lookup returns the key and value nodes of key in mapping n, following
