@@ -1,0 +1,79 @@
+// Package watchregistry runs the informers of an operator that manages
+// objects of kinds it only learns about at run time, one informer per
+// (cluster, resource, namespace scope) that its owners need, and wakes the
+// right owner within milliseconds when someone else changes or deletes one of
+// its objects. It knows nothing of any particular operator: owners are keys
+// of any comparable type K, such as cache.ObjectName of a custom resource.
+//
+// # Using it
+//
+// Create a Registry with New, giving it a Map function (object → owner keys,
+// e.g. from a label or annotation the operator puts on what it manages) and an
+// Enqueue function (typically a workqueue's Add). Give it clients with
+// SetCluster("", dyn, md) for the local cluster and SetCluster(name, ...) for
+// others, and run it with go r.Run(ctx).
+//
+// In each reconcile of an owner, after applying its objects, call
+// Track(owner, refs) with every Ref the owner's objects live in; when the
+// owner goes away, call Forget(owner). Track replaces the owner's whole set,
+// so calling it on every reconcile is cheap and correct. Read actual state
+// with Get and List, which serve the informer caches and never block:
+//
+//   - ErrNotSynced: the informer is still listing; return, the owner is
+//     enqueued with EventInitialList once the cache is ready.
+//   - ErrForbidden or ErrGone (errors.Is): the client may not list the
+//     resource, or it no longer exists (a deleted CRD). The informer has
+//     stopped instead of retrying forever and the owners were told with
+//     EventStateChanged; report it, and Track again later (the operator's
+//     periodic reconcile) to retry.
+//   - apierrors.IsNotFound: the object does not exist.
+//
+// After writing an object, call ExpectWrite with the resourceVersion the API
+// server returned, and call ExpectDelete before deleting one, so that the
+// owner is not woken by its own writes.
+//
+// # What is delivered
+//
+// Updates whose resourceVersion did not change (resyncs), updates that only
+// touch status and bookkeeping metadata (unless Options.DeliverStatusOnly),
+// the owner's announced writes and events that Map maps to nobody are
+// filtered and counted by reason. Everything else is delivered: spec changes,
+// ConfigMap and Secret data, label and annotation edits, and deletes (with the
+// last known object; tombstones are unwrapped). The objects of a new
+// informer's initial list are not delivered one by one: each owner is
+// enqueued once with EventInitialList when the informer has synced.
+//
+// # Lifecycle
+//
+// An informer starts when the first owner tracks its ref and keeps running
+// while any owner does. When the last one leaves it lingers for
+// Options.Linger, then stops. Informers are single-use: a stopped informer is
+// never handed out again, a ref that is tracked anew gets a fresh one. On
+// 403 or 404 from list or watch the informer stops at once (state Forbidden or
+// Gone). Replacing or removing a cluster's clients stops its informers (state
+// Stopped) and tells their owners.
+//
+// # Memory
+//
+// Every informer is scoped by Options.LabelSelector, so only managed objects
+// are cached. By default each object is trimmed before caching by
+// DropManagedFields (metadata.managedFields and kubectl's last-applied
+// annotation); KeepManagedFieldsOf keeps the entries of chosen field
+// managers. Options.MetadataOnly caches only apiVersion, kind and metadata.
+// Objects returned by Get and List and carried by events are shared with the
+// cache and must not be mutated (DeepCopy first).
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. No registry lock is held while Map
+// or Enqueue run or while anything waits for an informer, so Map may call
+// Track or Forget. Events of one informer are delivered in order, one at a
+// time; events of different informers concurrently.
+//
+// # Observability
+//
+// Stats returns informers by state, owners, cached objects, and events
+// received, delivered and filtered by reason; the Registry is also a
+// prometheus.Collector reporting the same figures under
+// Options.MetricsNamespace.
+package watchregistry

@@ -1,0 +1,509 @@
+package watchregistry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// watched starts a registry tracking the ConfigMaps of a fresh namespace for
+// owner "owner" and waits for the sync.
+func watched(t *testing.T, opts watchregistry.Options[string]) (clients, string, *watchregistry.Registry[string], *recorder, watchregistry.Ref) {
+	t.Helper()
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	rec := &recorder{}
+	if opts.Enqueue == nil {
+		opts.Enqueue = rec.enqueue
+	}
+	r := startRegistry(t, c, opts)
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	return c, ns, r, rec, ref
+}
+
+func TestConfigMapDataChangeIsDelivered(t *testing.T) {
+	c, ns, r, rec, _ := watched(t, watchregistry.Options[string]{})
+	createConfigMap(t, c.cs, configMap(ns, "settings", "owner", map[string]string{"k": "v1"}))
+	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "settings"))
+
+	pos := rec.mark()
+	changed := patchConfigMap(t, c.cs, ns, "settings", `{"data":{"k":"v2"}}`)
+	got := rec.waitAfter(t, pos, "the data change", forObject("settings"))
+	if got.ev.Type != watchregistry.EventUpdated || got.key != "owner" || got.ev.Object.GetResourceVersion() != changed.ResourceVersion {
+		t.Fatalf("first event after the data change: %s, want Updated at %s for owner", got, changed.ResourceVersion)
+	}
+	if v, _, _ := unstructured.NestedString(got.ev.Old.Object, "data", "k"); v != "v1" {
+		t.Fatalf("Old carries data.k=%q, want v1", v)
+	}
+	if s := r.Stats(); s.Delivered < 2 {
+		t.Fatalf("stats: %+v", s)
+	}
+}
+
+func TestLabelAndAnnotationEditsAreDelivered(t *testing.T) {
+	c, ns, _, rec, _ := watched(t, watchregistry.Options[string]{})
+	createConfigMap(t, c.cs, configMap(ns, "labelled", "owner", nil))
+	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "labelled"))
+
+	for _, patch := range []string{
+		`{"metadata":{"labels":{"edited":"by-hand"}}}`,
+		`{"metadata":{"annotations":{"note":"by-hand"}}}`,
+	} {
+		pos := rec.mark()
+		changed := patchConfigMap(t, c.cs, ns, "labelled", patch)
+		got := rec.waitAfter(t, pos, "the edit "+patch, forObject("labelled"))
+		if got.ev.Type != watchregistry.EventUpdated || got.ev.Object.GetResourceVersion() != changed.ResourceVersion {
+			t.Fatalf("first event after %s: %s, want Updated at %s", patch, got, changed.ResourceVersion)
+		}
+	}
+}
+
+func TestDeleteIsDeliveredWithTheLastKnownObject(t *testing.T) {
+	c, ns, _, rec, _ := watched(t, watchregistry.Options[string]{})
+	createConfigMap(t, c.cs, configMap(ns, "doomed", "owner", map[string]string{"k": "v"}))
+	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "doomed"))
+
+	pos := rec.mark()
+	if err := c.cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.waitAfter(t, pos, "the delete", forObject("doomed"))
+	if got.ev.Type != watchregistry.EventDeleted || got.key != "owner" {
+		t.Fatalf("first event after the delete: %s, want Deleted for owner", got)
+	}
+	if v, _, _ := unstructured.NestedString(got.ev.Object.Object, "data", "k"); v != "v" {
+		t.Fatalf("deleted object carries data.k=%q, want the last known v", v)
+	}
+}
+
+func TestStatusOnlyUpdateIsNotDelivered(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		kind              string
+		statusSubresource bool
+	}{
+		// With a status subresource, the status write is a separate request.
+		{"status subresource", "Gadget", true},
+		// Without one, status is written with the object and bumps
+		// metadata.generation, which must not count as a change either.
+		{"no status subresource", "Gizmo", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admin := newClients(t, env.Config)
+			ns := newNamespace(t, admin.cs)
+			gvr := crd(t, admin, "status.watchregistry.test", tc.kind, tc.statusSubresource)
+			rec := &recorder{}
+			r := startRegistry(t, admin, watchregistry.Options[string]{Enqueue: rec.enqueue})
+			ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
+			track(t, r, "owner", ref)
+			waitState(t, r, ref, watchregistry.StateSynced)
+			ctx := context.Background()
+			client := admin.dyn.Resource(gvr).Namespace(ns)
+
+			obj, err := client.Create(ctx, customResource(gvr, tc.kind, ns, "cr", "owner"), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "cr"))
+
+			pos := rec.mark()
+			if err := unstructured.SetNestedField(obj.Object, "Ready", "status", "phase"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.statusSubresource {
+				_, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+			} else {
+				_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Events of one informer arrive in order: if the status write were
+			// delivered, it would come before this label edit.
+			barrier, err := client.Patch(ctx, "cr", types.MergePatchType, []byte(`{"metadata":{"labels":{"barrier":"1"}}}`), metav1.PatchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rec.waitAfter(t, pos, "the label edit", forObject("cr"))
+			if got.ev.Object.GetResourceVersion() != barrier.GetResourceVersion() {
+				t.Fatalf("first event after the status write: %s, want the label edit at %s", got, barrier.GetResourceVersion())
+			}
+			if n := r.Stats().Filtered[watchregistry.FilterStatusOnly]; n != 1 {
+				t.Fatalf("status-only filtered: %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestStatusOnlyUpdateIsDeliveredWhenAskedFor(t *testing.T) {
+	admin := newClients(t, env.Config)
+	ns := newNamespace(t, admin.cs)
+	gvr := crd(t, admin, "status.watchregistry.test", "Doohickey", true)
+	rec := &recorder{}
+	r := startRegistry(t, admin, watchregistry.Options[string]{Enqueue: rec.enqueue, DeliverStatusOnly: true})
+	ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	ctx := context.Background()
+	client := admin.dyn.Resource(gvr).Namespace(ns)
+	obj, err := client.Create(ctx, customResource(gvr, "Doohickey", ns, "cr", "owner"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "cr"))
+	pos := rec.mark()
+	_ = unstructured.SetNestedField(obj.Object, "Ready", "status", "phase")
+	updated, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rec.waitAfter(t, pos, "the status write", forObject("cr"))
+	if got.ev.Object.GetResourceVersion() != updated.GetResourceVersion() {
+		t.Fatalf("first event after the status write: %s, want it at %s", got, updated.GetResourceVersion())
+	}
+}
+
+// gate holds back the delivery of one object's event, so that a test can
+// call ExpectWrite before the events of its own write are handled, whatever
+// the race between the API response and the watch.
+type gate struct {
+	name    string
+	open    chan struct{}
+	blocked chan struct{}
+	once    sync.Once
+}
+
+func newGate(name string) *gate {
+	return &gate{name: name, open: make(chan struct{}), blocked: make(chan struct{})}
+}
+
+func (g *gate) mapFunc(ev watchregistry.Event) []string {
+	if ev.Object.GetName() == g.name && ev.Type != watchregistry.EventInitialList {
+		g.once.Do(func() {
+			close(g.blocked)
+			<-g.open
+		})
+	}
+	return testMap(ev)
+}
+
+func TestOwnWritesAreNotDelivered(t *testing.T) {
+	g := newGate("gate")
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{Map: g.mapFunc})
+	ctx := context.Background()
+
+	// Hold the informer's delivery on an unrelated object's event...
+	createConfigMap(t, c.cs, configMap(ns, "gate", "someone", nil))
+	<-g.blocked
+	pos := rec.mark()
+	// ...while the owner creates, updates and deletes objects of its own and
+	// announces each write.
+	created := createConfigMap(t, c.cs, configMap(ns, "mine", "owner", map[string]string{"k": "v1"}))
+	r.ExpectWrite(ref, ns, "mine", created.ResourceVersion)
+	updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v2"}}`)
+	r.ExpectWrite(ref, ns, "mine", updated.ResourceVersion)
+	createConfigMap(t, c.cs, configMap(ns, "short-lived", "owner", nil))
+	r.ExpectDelete(ref, ns, "short-lived")
+	if err := c.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "short-lived", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Somebody else then edits the owner's object.
+	foreign := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"hand-edit"}}`)
+	close(g.open)
+
+	got := rec.waitAfter(t, pos, "the foreign edit", isEvent(watchregistry.EventUpdated, "mine"))
+	if got.ev.Object.GetResourceVersion() != foreign.ResourceVersion {
+		t.Fatalf("first update delivered: %s, want the foreign edit at %s", got, foreign.ResourceVersion)
+	}
+	var delivered []string
+	for _, rec := range rec.since(pos) {
+		if rec.ev.Object != nil && rec.ev.Object.GetName() != "gate" {
+			delivered = append(delivered, fmt.Sprintf("%s %s", rec.ev.Type, rec.ev.Object.GetName()))
+		}
+	}
+	// short-lived's add was not announced with its resourceVersion, so it is
+	// delivered; its delete was announced and is not.
+	want := []string{"Added short-lived", "Updated mine"}
+	if diff := cmp.Diff(want, delivered); diff != "" {
+		t.Fatalf("delivered events (-want +got):\n%s", diff)
+	}
+	if n := r.Stats().Filtered[watchregistry.FilterOwnWrite]; n != 3 {
+		t.Fatalf("own-write filtered: %d, want 3", n)
+	}
+}
+
+func TestUnmappedEventsAreCounted(t *testing.T) {
+	c, ns, r, rec, _ := watched(t, watchregistry.Options[string]{})
+	createConfigMap(t, c.cs, configMap(ns, "orphan", "", nil))
+	createConfigMap(t, c.cs, configMap(ns, "after", "owner", nil))
+	rec.waitAfter(t, 0, "the add of the mapped object", isEvent(watchregistry.EventAdded, "after"))
+	if n := r.Stats().Filtered[watchregistry.FilterUnmapped]; n != 1 {
+		t.Fatalf("unmapped: %d, want 1", n)
+	}
+	if n := rec.count(forObject("orphan")); n != 0 {
+		t.Fatalf("unmapped object enqueued %d times", n)
+	}
+}
+
+func TestInitialListOfFiveHundredObjectsEnqueuesEachOfFiveOwnersOnce(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	const owners, perOwner = 5, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, owners)
+	for o := range owners {
+		wg.Go(func() {
+			for i := range perOwner {
+				cm := configMap(ns, fmt.Sprintf("o%d-%03d", o, i), fmt.Sprintf("o%d", o), map[string]string{"i": fmt.Sprint(i)})
+				if _, err := c.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	for o := range owners {
+		track(t, r, fmt.Sprintf("o%d", o), ref)
+	}
+	waitState(t, r, ref, watchregistry.StateSynced)
+	rec.waitCount(t, "initial-list enqueues", func(r record) bool { return r.ev.Type == watchregistry.EventInitialList }, owners)
+
+	// A later edit is delivered on its own: everything before it has been.
+	pos := rec.mark()
+	patchConfigMap(t, c.cs, ns, "o0-000", `{"data":{"i":"edited"}}`)
+	rec.waitAfter(t, pos, "the edit", isEvent(watchregistry.EventUpdated, "o0-000"))
+
+	var got []string
+	for _, rec := range rec.since(0) {
+		got = append(got, fmt.Sprintf("%s %s", rec.key, rec.ev.Type))
+	}
+	want := map[string]int{"o0 InitialList": 1, "o1 InitialList": 1, "o2 InitialList": 1, "o3 InitialList": 1, "o4 InitialList": 1, "o0 Updated": 1}
+	if diff := cmp.Diff(want, countStrings(got)); diff != "" {
+		t.Fatalf("enqueues (-want +got):\n%s", diff)
+	}
+	s := r.Stats()
+	if s.Received[watchregistry.EventInitialList] != owners*perOwner || s.CachedObjects != owners*perOwner {
+		t.Fatalf("stats: %+v, want %d listed and cached objects", s, owners*perOwner)
+	}
+}
+
+func countStrings(ss []string) map[string]int {
+	m := map[string]int{}
+	for _, s := range ss {
+		m[s]++
+	}
+	return m
+}
+
+func TestGetAndListReadTheCache(t *testing.T) {
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{})
+	for i, owner := range []string{"a", "b", "a"} {
+		createConfigMap(t, c.cs, configMap(ns, fmt.Sprintf("cm-%d", i), owner, nil))
+	}
+	// Not managed: outside the label selector, never cached.
+	plain := configMap(ns, "plain", "a", nil)
+	delete(plain.Labels, managedBy)
+	createConfigMap(t, c.cs, plain)
+	createConfigMap(t, c.cs, configMap(ns, "last", "a", nil))
+	rec.waitAfter(t, 0, "the last add", isEvent(watchregistry.EventAdded, "last"))
+
+	got, err := r.Get(ref, ns, "cm-1")
+	if err != nil || got.GetLabels()[ownerLabel] != "b" {
+		t.Fatalf("Get cm-1: %v, %v", got, err)
+	}
+	if _, err := r.Get(ref, ns, "plain"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object outside the selector: %v, want NotFound", err)
+	}
+	if _, err := r.Get(ref, "elsewhere", "cm-1"); err == nil {
+		t.Fatal("Get outside the ref's namespace succeeded")
+	}
+	untracked := watchregistry.Ref{GVR: secrets, Namespace: ns}
+	if _, err := r.Get(untracked, ns, "x"); !errors.Is(err, watchregistry.ErrNotTracked) {
+		t.Fatalf("Get of an untracked ref: %v, want ErrNotTracked", err)
+	}
+
+	sel := labels.SelectorFromSet(labels.Set{ownerLabel: "a"})
+	list, err := r.List(ref, ns, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cm-0", "cm-2", "last"}, names(list)); diff != "" {
+		t.Fatalf("List owner=a (-want +got):\n%s", diff)
+	}
+
+	// An all-namespaces ref lists by namespace through its index.
+	all := watchregistry.Ref{GVR: configMaps}
+	track(t, r, "cluster-wide", all)
+	waitState(t, r, all, watchregistry.StateSynced)
+	list, err = r.List(all, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cm-0", "cm-1", "cm-2", "last"}, names(list)); diff != "" {
+		t.Fatalf("List of namespace %s through an all-namespaces ref (-want +got):\n%s", ns, diff)
+	}
+	if _, err := r.Get(all, ns, "cm-0"); err != nil {
+		t.Fatalf("Get through an all-namespaces ref: %v", err)
+	}
+
+	// Cluster-scoped resources use an all-namespaces ref and no namespace.
+	nsRef := watchregistry.Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}}
+	r2 := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: "kubernetes.io/metadata.name=" + ns})
+	track(t, r2, "owner", nsRef)
+	waitState(t, r2, nsRef, watchregistry.StateSynced)
+	if _, err := r2.Get(nsRef, "", ns); err != nil {
+		t.Fatalf("Get of a cluster-scoped object: %v", err)
+	}
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+func TestTransformDropsManagedFieldsAndLastApplied(t *testing.T) {
+	const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+	for _, tc := range []struct {
+		name          string
+		opts          watchregistry.Options[string]
+		wantManagers  []string
+		wantAnnotated bool
+	}{
+		{"default", watchregistry.Options[string]{}, nil, false},
+		{"keep kubectl's", watchregistry.Options[string]{Transform: watchregistry.KeepManagedFieldsOf("kubectl-edit")}, []string{"kubectl-edit"}, false},
+		{"none", watchregistry.Options[string]{NoTransform: true}, []string{"kubectl-edit", "watchregistry-test"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ns, r, rec, ref := watched(t, tc.opts)
+			cm := configMap(ns, "applied", "owner", map[string]string{"k": "v"})
+			cm.Annotations = map[string]string{lastApplied: `{"big":"copy"}`, "keep": "me"}
+			if _, err := c.cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: "watchregistry-test"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), "applied", types.MergePatchType,
+				[]byte(`{"data":{"edited":"yes"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+				t.Fatal(err)
+			}
+			rec.waitAfter(t, 0, "the edit", isEvent(watchregistry.EventUpdated, "applied"))
+			got, err := r.Get(ref, ns, "applied")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var managers []string
+			for _, e := range got.GetManagedFields() {
+				managers = append(managers, e.Manager)
+			}
+			if diff := cmp.Diff(tc.wantManagers, managers); diff != "" {
+				t.Errorf("managedFields managers (-want +got):\n%s", diff)
+			}
+			if _, ok := got.GetAnnotations()[lastApplied]; ok != tc.wantAnnotated {
+				t.Errorf("last-applied annotation present: %v, want %v", ok, tc.wantAnnotated)
+			}
+			if got.GetAnnotations()["keep"] != "me" {
+				t.Errorf("other annotations lost: %v", got.GetAnnotations())
+			}
+		})
+	}
+}
+
+func TestMetadataOnlyCachesApiVersionKindAndMetadata(t *testing.T) {
+	kindFor := func(gvr schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+		if gvr == configMaps {
+			return gvr.GroupVersion().WithKind("ConfigMap"), nil
+		}
+		return schema.GroupVersionKind{}, fmt.Errorf("no kind for %s", gvr)
+	}
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{MetadataOnly: true, KindFor: kindFor})
+	createConfigMap(t, c.cs, configMap(ns, "meta", "owner", map[string]string{"k": "v"}))
+	got := rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "meta"))
+	if got.ev.Object.GetAPIVersion() != "v1" || got.ev.Object.GetKind() != "ConfigMap" {
+		t.Fatalf("metadata-only object is %s %s, want v1 ConfigMap", got.ev.Object.GetAPIVersion(), got.ev.Object.GetKind())
+	}
+	if _, ok := got.ev.Object.Object["data"]; ok {
+		t.Fatalf("metadata-only object carries data: %v", got.ev.Object.Object)
+	}
+	cached, err := r.Get(ref, ns, "meta")
+	if err != nil || cached.GetLabels()[ownerLabel] != "owner" || len(cached.GetManagedFields()) != 0 {
+		t.Fatalf("Get: %v, %v", cached, err)
+	}
+
+	// A data change is invisible in metadata but still delivered: a
+	// ConfigMap has no generation to tell it from a status write.
+	pos := rec.mark()
+	changed := patchConfigMap(t, c.cs, ns, "meta", `{"data":{"k":"v2"}}`)
+	got = rec.waitAfter(t, pos, "the data change", forObject("meta"))
+	if got.ev.Type != watchregistry.EventUpdated || got.ev.Object.GetResourceVersion() != changed.ResourceVersion {
+		t.Fatalf("first event after the data change: %s", got)
+	}
+}
+
+func TestCollectorReportsTheStats(t *testing.T) {
+	c, ns, r, rec, _ := watched(t, watchregistry.Options[string]{MetricsNamespace: "wrtest"})
+	createConfigMap(t, c.cs, configMap(ns, "counted", "owner", nil))
+	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "counted"))
+
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(r); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.GetGauge() != nil:
+				got[name] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				got[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{
+		"wrtest_informers{state=Synced}":              1,
+		"wrtest_informers_running":                    1,
+		"wrtest_owners":                               1,
+		"wrtest_cached_objects":                       1,
+		"wrtest_events_received_total{type=Added}":    1,
+		"wrtest_events_delivered_total":               2, // the initial list and the add
+		"wrtest_events_filtered_total{reason=resync}": 0,
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
+		}
+	}
+}

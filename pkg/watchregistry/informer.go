@@ -1,0 +1,433 @@
+package watchregistry
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// entry is one informer of one Ref. Informers are single-use, so an entry is
+// never restarted: a ref that needs a new informer gets a new entry, and a
+// stopped entry is removed from (or replaced in) Registry.entries under
+// Registry.mu, which is what keeps a stopped informer from being handed out.
+type entry[K comparable] struct {
+	ref          Ref
+	log          logr.Logger
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+
+	// stopped is set, under Registry.mu, once the informer must deliver no
+	// more events; the handler reads it without the lock.
+	stopped atomic.Bool
+
+	// Guarded by Registry.mu.
+	state     State
+	err       error // the StateError of a failed entry
+	owners    map[K]struct{}
+	idleSince time.Time          // when the last owner left; zero while owned
+	cancel    context.CancelFunc // nil until started
+	// lastFailure and notified carry over from the failed entry this one
+	// replaces: owners already told that the ref is Forbidden (or Gone) are
+	// not told again when the retry fails the same way, or an owner that
+	// re-tracks on every reconcile would loop forever.
+	lastFailure State
+	notified    map[K]struct{}
+
+	// The owners collected from the initial list, enqueued once synced.
+	initMu   sync.Mutex
+	initKeys map[K]struct{}
+	initDone bool
+
+	kindOnce sync.Once
+	kind     string
+}
+
+// newEntry builds, but does not start, the informer of ref. prev is the
+// failed entry it replaces, if any; its owners carry over.
+func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
+	e := &entry[K]{
+		ref:    ref,
+		log:    r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
+		state:  StatePending,
+		owners: map[K]struct{}{},
+	}
+	if prev != nil {
+		maps.Copy(e.owners, prev.owners)
+		if prev.state == StateForbidden || prev.state == StateGone {
+			e.lastFailure = prev.state
+			e.notified = owned(prev.notified)
+		}
+	}
+
+	var tweak func(*metav1.ListOptions)
+	if r.selector != "" {
+		tweak = func(o *metav1.ListOptions) { o.LabelSelector = r.selector }
+	}
+	var indexers cache.Indexers
+	if ref.Namespace == "" {
+		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	}
+	// Resync 0: a resync re-delivers every cached object, which is exactly
+	// the storm the registry exists to avoid; the owners' own periodic
+	// reconcile is the safety net.
+	if r.metadataOnly {
+		if c.md == nil {
+			return nil, errNoClient(ref, "metadata")
+		}
+		e.informer = metadatainformer.NewFilteredMetadataInformer(c.md, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
+	} else {
+		if c.dyn == nil {
+			return nil, errNoClient(ref, "dynamic")
+		}
+		e.informer = dynamicinformer.NewFilteredDynamicInformer(c.dyn, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
+	}
+	if err := e.informer.SetTransform(r.transformFor(e)); err != nil {
+		return nil, err
+	}
+	if err := e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		r.onWatchError(e, err)
+	}); err != nil {
+		return nil, err
+	}
+	reg, err := e.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, cache.HandlerOptions{
+		Logger:       &e.log,
+		ResyncPeriod: ptr.To(time.Duration(0)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.registration = reg
+	return e, nil
+}
+
+// startLocked runs the entry's informer under its own context, a child of
+// Run's, so that stopping one informer is cancelling one context.
+func (r *Registry[K]) startLocked(e *entry[K]) {
+	ctx, cancel := context.WithCancel(logr.NewContext(r.runCtx, e.log))
+	e.cancel = cancel
+	r.stats.started.Add(1)
+	r.stats.running.Add(1)
+	e.log.V(1).Info("Starting informer")
+	r.informers.Go(func() {
+		e.informer.RunWithContext(ctx)
+		r.stats.running.Add(-1)
+	})
+	r.informers.Go(func() { r.awaitSync(ctx, e) })
+}
+
+// stopLocked ends the entry: it delivers nothing more and its informer winds
+// down asynchronously. Nobody waits for that here, so stopping is safe from
+// within Map or Enqueue (Forget inside Map).
+func (e *entry[K]) stopLocked(st State, err error) {
+	if st.failed() && err == nil {
+		err = &StateError{Ref: e.ref, State: st}
+	}
+	e.state = st
+	e.err = err
+	e.idleSince = time.Time{}
+	e.stopped.Store(true)
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+// awaitSync marks the entry synced once the informer has listed and this
+// entry's handler has seen every listed object, then enqueues, once each,
+// the owners tracking the ref and the owners Map found in the list. The
+// trackers are included so that an owner whose Get returned ErrNotSynced is
+// always woken, even when none of its objects exist.
+func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-e.registration.HasSyncedChecker().Done():
+	}
+	r.mu.Lock()
+	if r.entries[e.ref] != e || e.state != StatePending {
+		r.mu.Unlock()
+		return
+	}
+	e.state = StateSynced
+	e.lastFailure, e.notified = "", nil
+	keys := owned(e.owners)
+	r.mu.Unlock()
+
+	e.initMu.Lock()
+	maps.Copy(keys, e.initKeys)
+	e.initKeys, e.initDone = nil, true
+	e.initMu.Unlock()
+
+	e.log.V(1).Info("Informer synced", "objects", len(e.informer.GetStore().ListKeys()), "owners", len(keys))
+	ev := Event{Ref: e.ref, Type: EventInitialList}
+	for k := range keys {
+		if e.stopped.Load() {
+			return
+		}
+		r.enqueue(k, ev)
+		r.stats.delivered.Add(1)
+	}
+}
+
+// onWatchError runs in the reflector's goroutine each time list or watch
+// fails. 403 and 404 (and 405, a resource that cannot be watched) do not heal
+// by retrying, and a reflector retries forever, so the informer is stopped and
+// its owners told; anything else (a restarting API server, a timeout) is left
+// to the reflector's backoff.
+func (r *Registry[K]) onWatchError(e *entry[K], err error) {
+	var st State
+	switch {
+	case apierrors.IsForbidden(err):
+		st = StateForbidden
+	case apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
+		st = StateGone
+	default:
+		e.log.V(1).Info("List or watch failed; the informer retries with backoff", "err", err)
+		return
+	}
+
+	r.mu.Lock()
+	if r.entries[e.ref] != e || e.state.failed() {
+		// Already stopped or replaced; its owners were told, if needed.
+		r.mu.Unlock()
+		return
+	}
+	e.stopLocked(st, &StateError{Ref: e.ref, State: st, Err: err})
+	var tell []K
+	for k := range e.owners {
+		if _, told := e.notified[k]; st != e.lastFailure || !told {
+			tell = append(tell, k)
+		}
+	}
+	e.lastFailure, e.notified = st, owned(e.owners)
+	if len(e.owners) == 0 {
+		delete(r.entries, e.ref)
+	}
+	r.mu.Unlock()
+
+	e.log.Info("Informer stopped", "state", st, "err", err, "ownersTold", len(tell))
+	r.tell(e.ref, tell)
+}
+
+// transformFor returns the entry's transform: conversion of metadata-only
+// objects first, so that the configured transform always sees Unstructured.
+func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
+	user := r.transform
+	if !r.metadataOnly {
+		return user
+	}
+	gv := e.ref.GVR.GroupVersion()
+	return func(obj any) (any, error) {
+		obj, err := metadataToUnstructured(obj, gv, func() string { return r.kindOf(e) })
+		if err != nil || user == nil {
+			return obj, err
+		}
+		return user(obj)
+	}
+}
+
+// kindOf resolves the kind of a metadata-only entry once, from the
+// reflector's goroutine, where a RESTMapper lookup may take its time.
+func (r *Registry[K]) kindOf(e *entry[K]) string {
+	e.kindOnce.Do(func() {
+		if r.kindFor == nil {
+			return
+		}
+		gvk, err := r.kindFor(e.ref.GVR)
+		if err != nil {
+			e.log.Error(err, "Cannot resolve the kind of a metadata-only resource; objects carry no kind")
+			return
+		}
+		e.kind = gvk.Kind
+	})
+	return e.kind
+}
+
+// handler receives the informer's notifications, one at a time per entry,
+// and filters them; it holds no registry lock while calling Map or Enqueue.
+type handler[K comparable] struct {
+	r *Registry[K]
+	e *entry[K]
+}
+
+func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	r, e := h.r, h.e
+	if isInInitialList {
+		r.stats.received[eventTypeIndex(EventInitialList)].Add(1)
+		e.collectInitial(r, u)
+		return
+	}
+	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
+	if r.exp.matchWrite(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, u.GetResourceVersion(), r.clock.Now()) {
+		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
+		return
+	}
+	r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u})
+}
+
+// collectInitial maps an object of the initial list to its owners instead of
+// delivering it, so that a list of thousands of objects wakes each owner
+// once.
+func (e *entry[K]) collectInitial(r *Registry[K], u *unstructured.Unstructured) {
+	// The owner may have written the object just before the informer
+	// started; the coalesced event covers that write.
+	r.exp.matchWrite(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, u.GetResourceVersion(), r.clock.Now())
+	keys := r.mapFn(Event{Ref: e.ref, Type: EventInitialList, Object: u})
+	if len(keys) == 0 {
+		return
+	}
+	e.initMu.Lock()
+	defer e.initMu.Unlock()
+	if e.initKeys == nil {
+		e.initKeys = make(map[K]struct{}, len(keys))
+	}
+	for _, k := range keys {
+		e.initKeys[k] = struct{}{}
+	}
+}
+
+func (h *handler[K]) OnUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return
+	}
+	r, e := h.r, h.e
+	r.stats.received[eventTypeIndex(EventUpdated)].Add(1)
+	if o.GetResourceVersion() == n.GetResourceVersion() {
+		r.stats.filtered[filterIndex(FilterResync)].Add(1)
+		return
+	}
+	// Own writes first, so that an expectation is consumed even when the
+	// write also looks status-only.
+	if r.exp.matchWrite(expectationKey{e.ref, n.GetNamespace(), n.GetName()}, n.GetResourceVersion(), r.clock.Now()) {
+		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
+		return
+	}
+	if !r.deliverStatusOnly && r.statusOnly(o, n) {
+		r.stats.filtered[filterIndex(FilterStatusOnly)].Add(1)
+		return
+	}
+	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: n, Old: o})
+}
+
+// statusOnly applies the status-only filter. A metadata-only object without
+// a generation (ConfigMap, Secret) changed something we cannot see, so its
+// update is never called status-only.
+func (r *Registry[K]) statusOnly(o, n *unstructured.Unstructured) bool {
+	if r.metadataOnly && n.GetGeneration() == 0 {
+		return false
+	}
+	return onlyStatusChanged(o.Object, n.Object, !r.metadataOnly)
+}
+
+func (h *handler[K]) OnDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	r, e := h.r, h.e
+	r.stats.received[eventTypeIndex(EventDeleted)].Add(1)
+	if r.exp.matchDelete(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, r.clock.Now()) {
+		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
+		return
+	}
+	r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u})
+}
+
+func (r *Registry[K]) deliver(e *entry[K], ev Event) {
+	if e.stopped.Load() {
+		return
+	}
+	keys := r.mapFn(ev)
+	if len(keys) == 0 {
+		r.stats.filtered[filterIndex(FilterUnmapped)].Add(1)
+		return
+	}
+	for _, k := range keys {
+		r.enqueue(k, ev)
+	}
+	r.stats.delivered.Add(uint64(len(keys)))
+}
+
+func errNoClient(ref Ref, kind string) error {
+	return &noClientError{ref: ref, kind: kind}
+}
+
+type noClientError struct {
+	ref  Ref
+	kind string
+}
+
+func (e *noClientError) Error() string {
+	return "cluster " + quoteCluster(e.ref.Cluster) + " was set without a " + e.kind + " client"
+}
+
+func quoteCluster(name string) string {
+	if name == "" {
+		return `"" (local)`
+	}
+	return `"` + name + `"`
+}
+
+func notFound(gvr schema.GroupVersionResource, name string) error {
+	return apierrors.NewNotFound(gvr.GroupResource(), name)
+}
+
+// unstructuredLabels reads labels straight from the object's map, so that
+// matching a selector against the cache allocates nothing (GetLabels copies).
+type unstructuredLabels map[string]any
+
+func (l unstructuredLabels) Has(k string) bool { _, ok := l[k]; return ok }
+func (l unstructuredLabels) Get(k string) string {
+	v, _ := l[k].(string)
+	return v
+}
+func (l unstructuredLabels) Lookup(k string) (string, bool) {
+	v, ok := l[k].(string)
+	return v, ok
+}
+
+func labelsOf(u *unstructured.Unstructured) unstructuredLabels {
+	md, _ := u.Object["metadata"].(map[string]any)
+	l, _ := md["labels"].(map[string]any)
+	return l
+}
+
+func filterSorted(objs []any, selector labels.Selector) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if selector == nil || selector.Matches(labelsOf(u)) {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	})
+	return out
+}

@@ -1,0 +1,393 @@
+package watchregistry_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/vidra-operator/vidra/internal/testenv"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+
+	// Warm up once, so that the baseline includes the HTTP/2 connection and
+	// client-go's lazily started goroutines.
+	track(t, r, "warm-up", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	r.Forget("warm-up")
+	waitState(t, r, ref, watchregistry.StateNotTracked)
+	waitRunning(t, r, 0)
+	base := runtime.NumGoroutine()
+	started := r.Stats().Started
+
+	track(t, r, "a", ref)
+	track(t, r, "b", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	s := r.Stats()
+	if got := s.Started - started; got != 1 {
+		t.Fatalf("informers started for two owners of one ref: %d, want 1", got)
+	}
+	if s.Informers[watchregistry.StateSynced] != 1 || s.Owners != 2 {
+		t.Fatalf("stats: %+v, want one synced informer and two owners", s)
+	}
+
+	r.Forget("a")
+	if r.State(ref) != watchregistry.StateSynced {
+		t.Fatalf("state after one of two owners left: %s, want Synced", r.State(ref))
+	}
+	forgotten := time.Now()
+	r.Forget("b")
+	// It lingers: it is still there right after the last owner left...
+	if st := r.State(ref); st != watchregistry.StateSynced && time.Since(forgotten) < 100*time.Millisecond {
+		t.Fatalf("state right after the last owner left: %s, want Synced (lingering)", st)
+	}
+	// ...and stops once the linger has passed.
+	waitState(t, r, ref, watchregistry.StateNotTracked)
+	if lingered := time.Since(forgotten); lingered < 200*time.Millisecond {
+		t.Fatalf("informer stopped %s after its last owner left, before the 200ms linger", lingered)
+	}
+	waitRunning(t, r, 0)
+	waitGoroutines(t, base, 2)
+}
+
+func TestTrackForgetCyclesLeakNothing(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Linger: 20 * time.Millisecond})
+	refs := []watchregistry.Ref{
+		{GVR: configMaps, Namespace: ns},
+		{GVR: secrets, Namespace: ns},
+		{GVR: configMaps, Namespace: "default"},
+	}
+	track(t, r, "warm-up", refs...)
+	for _, ref := range refs {
+		waitState(t, r, ref, watchregistry.StateSynced)
+	}
+	r.Forget("warm-up")
+	waitRunning(t, r, 0)
+	base := runtime.NumGoroutine()
+
+	for i := range 10 {
+		// Add, re-add (a subset) and remove, waiting for the sync each time so
+		// that every cycle runs informers for real.
+		track(t, r, "owner", refs...)
+		for _, ref := range refs {
+			waitState(t, r, ref, watchregistry.StateSynced)
+		}
+		track(t, r, "owner", refs[i%len(refs)])
+		r.Forget("owner")
+		waitRunning(t, r, 0)
+	}
+	if s := r.Stats(); s.Owners != 0 || len(nonZero(s.Informers)) != 0 {
+		t.Fatalf("after the cycles: %+v, want no owners and no informers", s)
+	}
+	waitGoroutines(t, base, 2)
+}
+
+func TestDeletedCRDIsGoneWithoutRetriesAndRecoversWhenTrackedAgain(t *testing.T) {
+	admin := newClients(t, env.Config)
+	ns := newNamespace(t, admin.cs)
+	gvr := crd(t, admin, "gone.watchregistry.test", "Widget", false)
+	lists := &requestCounter{resource: gvr.Resource}
+	c := newClients(t, lists.wrap(env.Config))
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
+	ctx := context.Background()
+
+	if _, err := c.dyn.Resource(gvr).Namespace(ns).Create(ctx, customResource(gvr, "Widget", ns, "w1", "owner"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	started := r.Stats().Started
+
+	pos := rec.mark()
+	deleteCRD(t, admin, gvr.Resource+"."+gvr.Group)
+	rec.waitAfter(t, pos, "the custom resource's delete", isEvent(watchregistry.EventDeleted, "w1"))
+	rec.waitAfter(t, pos, "EventStateChanged", isType(watchregistry.EventStateChanged, "owner"))
+	waitState(t, r, ref, watchregistry.StateGone)
+	if _, err := r.Get(ref, ns, "w1"); !errors.Is(err, watchregistry.ErrGone) || !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of a Gone ref: %v, want ErrGone wrapping the API's NotFound", err)
+	}
+
+	// No endless retries: the informer stopped, so nothing lists or watches
+	// the resource any more.
+	settled := lists.n.Load()
+	assertNoIncrease(t, "list/watch requests of a Gone resource", lists.n.Load, settled, 2*time.Second)
+	if s := r.Stats(); s.Started != started || s.Running != 0 {
+		t.Fatalf("after the CRD went: %+v; want no new informer and none running", s)
+	}
+
+	// The CRD returns; tracking the ref again starts a fresh informer.
+	crd(t, admin, "gone.watchregistry.test", "Widget", false)
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		if r.State(ref) == watchregistry.StateGone {
+			track(t, r, "owner", ref)
+		}
+		return r.State(ref) == watchregistry.StateSynced, nil
+	})
+	if err != nil {
+		t.Fatalf("ref did not recover after the CRD returned: %s", r.State(ref))
+	}
+	pos = rec.mark()
+	if _, err := c.dyn.Resource(gvr).Namespace(ns).Create(ctx, customResource(gvr, "Widget", ns, "w2", "owner"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAfter(t, pos, "the add of a new custom resource", isEvent(watchregistry.EventAdded, "w2"))
+}
+
+func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.T) {
+	admin := newClients(t, env.Config)
+	ns := newNamespace(t, admin.cs)
+	ctx := context.Background()
+	user := "tenant-" + ns
+	grant(t, admin, ns, user, "configmaps")
+
+	secretRequests := &requestCounter{resource: "secrets"}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c := newClients(t, secretRequests.wrap(cfg))
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	cms := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	secs := watchregistry.Ref{GVR: secrets, Namespace: ns}
+
+	track(t, r, "owner", cms, secs)
+	waitState(t, r, secs, watchregistry.StateForbidden)
+	waitState(t, r, cms, watchregistry.StateSynced)
+	rec.waitAfter(t, 0, "EventStateChanged", isType(watchregistry.EventStateChanged, "owner"))
+	_, err := r.Get(secs, ns, "any")
+	if !errors.Is(err, watchregistry.ErrForbidden) || !apierrors.IsForbidden(err) {
+		t.Fatalf("Get of a Forbidden ref: %v, want ErrForbidden wrapping the API's Forbidden", err)
+	}
+
+	// The other GVR keeps working.
+	pos := rec.mark()
+	createConfigMap(t, admin.cs, configMap(ns, "still-watched", "owner", nil))
+	rec.waitAfter(t, pos, "the add of a ConfigMap", isEvent(watchregistry.EventAdded, "still-watched"))
+
+	// The forbidden informer does not retry on its own.
+	assertNoIncrease(t, "list/watch requests of a Forbidden resource", secretRequests.n.Load, secretRequests.n.Load(), 2*time.Second)
+
+	// An owner that re-tracks on every reconcile gets a retry each time but
+	// is told only once, or it would loop.
+	before := secretRequests.n.Load()
+	track(t, r, "owner", cms, secs)
+	waitState(t, r, secs, watchregistry.StateForbidden)
+	if secretRequests.n.Load() == before {
+		t.Fatal("Track of a Forbidden ref did not retry")
+	}
+	if n := rec.count(isType(watchregistry.EventStateChanged, "owner")); n != 1 {
+		t.Fatalf("owner told %d times of the same Forbidden state, want 1", n)
+	}
+
+	// Access granted: tracking again recovers (RBAC takes a moment to apply,
+	// as it would for a real operator, which retries on its interval).
+	grant(t, admin, ns, user, "secrets")
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		if r.State(secs) == watchregistry.StateForbidden {
+			track(t, r, "owner", cms, secs)
+		}
+		return r.State(secs) == watchregistry.StateSynced, nil
+	})
+	if err != nil {
+		t.Fatalf("Forbidden ref did not recover after the grant: %s", r.State(secs))
+	}
+	rec.waitAfter(t, pos, "EventInitialList of the recovered ref", func(rec record) bool {
+		return rec.ev.Type == watchregistry.EventInitialList && rec.ev.Ref == secs
+	})
+}
+
+// grant lets user get, list and watch resource in ns.
+func grant(t *testing.T, c clients, ns, user, resource string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "read-" + resource
+	if _, err := c.cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertNoIncrease checks that counter stays at from for the whole period,
+// polling so that a retry is caught as soon as it happens. A reflector's first
+// retry comes within about a second, well inside the period.
+func assertNoIncrease(t *testing.T, what string, counter func() int64, from int64, period time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, period, true, func(context.Context) (bool, error) {
+		return counter() > from, nil
+	})
+	if err == nil {
+		t.Fatalf("%s: went from %d to %d", what, from, counter())
+	}
+	if !wait.Interrupted(err) {
+		t.Fatal(err)
+	}
+}
+
+func waitRunning(t testing.TB, r *watchregistry.Registry[string], want int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		return r.Stats().Running == want, nil
+	})
+	if err != nil {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("running informers: %d, want %d; stats %+v\n%s", r.Stats().Running, want, r.Stats(), buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func nonZero[K comparable](m map[K]int) map[K]int {
+	out := map[K]int{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func TestClustersGetSeparateInformers(t *testing.T) {
+	remoteEnv, err := testenv.Start(context.Background(), testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remoteEnv.Stop)
+	local := newClients(t, env.Config)
+	remote := newClients(t, remoteEnv.Config)
+	ns := newNamespace(t, local.cs)
+	if _, err := remote.cs.CoreV1().Namespaces().Create(context.Background(), nsObject(ns), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := &recorder{}
+	r := newRegistry(t, local, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	r.SetCluster("remote", remote.dyn, remote.md)
+	run(t, r)
+	localRef := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	remoteRef := watchregistry.Ref{Cluster: "remote", GVR: configMaps, Namespace: ns}
+	track(t, r, "owner", localRef, remoteRef)
+	waitState(t, r, localRef, watchregistry.StateSynced)
+	waitState(t, r, remoteRef, watchregistry.StateSynced)
+	if s := r.Stats(); s.Informers[watchregistry.StateSynced] != 2 || s.Started != 2 {
+		t.Fatalf("stats: %+v, want two synced informers", s)
+	}
+
+	pos := rec.mark()
+	createConfigMap(t, remote.cs, configMap(ns, "on-remote", "owner", nil))
+	got := rec.waitAfter(t, pos, "the add on the remote cluster", isEvent(watchregistry.EventAdded, "on-remote"))
+	if got.ev.Ref != remoteRef {
+		t.Fatalf("event ref %s, want %s", got.ev.Ref, remoteRef)
+	}
+	if _, err := r.Get(remoteRef, ns, "on-remote"); err != nil {
+		t.Fatalf("Get from the remote cache: %v", err)
+	}
+	if _, err := r.Get(localRef, ns, "on-remote"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get from the local cache: %v, want NotFound", err)
+	}
+}
+
+func TestReplacingOrRemovingAClusterStopsItsInformersAndTellsOwners(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	rec := &recorder{}
+	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	r.SetCluster("other", c.dyn, c.md)
+	run(t, r)
+	ref := watchregistry.Ref{Cluster: "other", GVR: configMaps, Namespace: ns}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+
+	pos := rec.mark()
+	r.SetCluster("other", c.dyn, c.md)
+	rec.waitAfter(t, pos, "EventStateChanged after replacing the clients", isType(watchregistry.EventStateChanged, "owner"))
+	if st := r.State(ref); st != watchregistry.StateStopped {
+		t.Fatalf("state after replacing the clients: %s, want Stopped", st)
+	}
+	if _, err := r.Get(ref, ns, "x"); !errors.Is(err, watchregistry.ErrStopped) {
+		t.Fatalf("Get of a stopped ref: %v, want ErrStopped", err)
+	}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+
+	pos = rec.mark()
+	r.RemoveCluster("other")
+	rec.waitAfter(t, pos, "EventStateChanged after removing the cluster", isType(watchregistry.EventStateChanged, "owner"))
+	if err := r.Track("owner", []watchregistry.Ref{ref}); err == nil {
+		t.Fatal("Track of a ref of a removed cluster succeeded")
+	}
+	r.Forget("owner")
+	waitRunning(t, r, 0)
+}
+
+func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "owner", ref)
+	err := r.Track("owner", []watchregistry.Ref{{Cluster: "nowhere", GVR: configMaps}})
+	if err == nil {
+		t.Fatal("Track with an unknown cluster succeeded")
+	}
+	if st := r.State(ref); st == watchregistry.StateNotTracked {
+		t.Fatalf("a failed Track released the owner's previous ref: %s", st)
+	}
+	if s := r.Stats(); s.Informers[watchregistry.StatePending]+s.Informers[watchregistry.StateSynced] != 1 {
+		t.Fatalf("stats after a failed Track: %+v", s)
+	}
+}
+
+func TestRunStopsEveryInformerOnReturn(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
+	base := runtime.NumGoroutine()
+	// Tracked before Run: the informers wait for it.
+	refs := []watchregistry.Ref{{GVR: configMaps, Namespace: ns}, {GVR: secrets, Namespace: ns}}
+	track(t, r, "owner", refs...)
+	if _, err := r.Get(refs[0], ns, "x"); !errors.Is(err, watchregistry.ErrNotSynced) {
+		t.Fatalf("Get before Run: %v, want ErrNotSynced", err)
+	}
+	stop := run(t, r)
+	for _, ref := range refs {
+		waitState(t, r, ref, watchregistry.StateSynced)
+	}
+	stop()
+	if s := r.Stats(); s.Running != 0 {
+		t.Fatalf("Run returned with %d informers running", s.Running)
+	}
+	if err := r.Track("owner", refs); !errors.Is(err, watchregistry.ErrStopped) {
+		t.Fatalf("Track after Run returned: %v, want ErrStopped", err)
+	}
+	waitGoroutines(t, base, 2)
+}
+
+func nsObject(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}

@@ -1,0 +1,144 @@
+package watchregistry
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Stats is a snapshot of the registry's figures, the same that its
+// Prometheus collector reports.
+type Stats struct {
+	// Informers counts the tracked refs (and lingering informers) by state.
+	Informers map[State]int
+	// Running counts informers whose goroutines have not exited yet,
+	// including stopped ones still winding down.
+	Running int
+	// Started counts informers started since New.
+	Started uint64
+	// Owners counts owners that track at least one ref.
+	Owners int
+	// CachedObjects counts the objects held by all caches.
+	CachedObjects int
+	// Expectations counts pending ExpectWrite and ExpectDelete expectations.
+	Expectations int
+	// Received counts the events the informers produced, by type;
+	// EventInitialList counts listed objects, EventStateChanged counts state
+	// changes.
+	Received map[EventType]uint64
+	// Delivered counts Enqueue calls.
+	Delivered uint64
+	// Filtered counts events not delivered, by reason.
+	Filtered map[FilterReason]uint64
+}
+
+type counters struct {
+	started   atomic.Uint64
+	running   atomic.Int64
+	delivered atomic.Uint64
+	received  [len(eventTypes)]atomic.Uint64
+	filtered  [len(filterReasons)]atomic.Uint64
+}
+
+func eventTypeIndex(t EventType) int {
+	for i, x := range eventTypes {
+		if x == t {
+			return i
+		}
+	}
+	panic("watchregistry: unknown event type " + string(t))
+}
+
+func filterIndex(f FilterReason) int {
+	for i, x := range filterReasons {
+		if x == f {
+			return i
+		}
+	}
+	panic("watchregistry: unknown filter reason " + string(f))
+}
+
+// Stats returns a snapshot of the registry's figures.
+func (r *Registry[K]) Stats() Stats {
+	s := Stats{
+		Informers: make(map[State]int, len(states)),
+		Received:  make(map[EventType]uint64, len(eventTypes)),
+		Filtered:  make(map[FilterReason]uint64, len(filterReasons)),
+	}
+	var stores []interface{ ListKeys() []string }
+	r.mu.Lock()
+	for _, e := range r.entries {
+		s.Informers[e.state]++
+		if e.state == StateSynced || e.state == StatePending {
+			stores = append(stores, e.informer.GetStore())
+		}
+	}
+	s.Owners = len(r.owners)
+	r.mu.Unlock()
+	// Counted outside the registry lock: each store takes its own.
+	for _, st := range stores {
+		s.CachedObjects += len(st.ListKeys())
+	}
+	s.Running = int(r.stats.running.Load())
+	s.Started = r.stats.started.Load()
+	s.Expectations = r.exp.len()
+	s.Delivered = r.stats.delivered.Load()
+	for i, t := range eventTypes {
+		s.Received[t] = r.stats.received[i].Load()
+	}
+	for i, f := range filterReasons {
+		s.Filtered[f] = r.stats.filtered[i].Load()
+	}
+	return s
+}
+
+type descs struct {
+	informers, running, started, owners, cached, expectations *prometheus.Desc
+	received, delivered, filtered                             *prometheus.Desc
+}
+
+func newDescs(ns string) descs {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
+	}
+	return descs{
+		informers:    d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped).", "state"),
+		running:      d("informers_running", "Informers whose goroutines have not exited yet."),
+		started:      d("informers_started_total", "Informers started."),
+		owners:       d("owners", "Owners tracking at least one ref."),
+		cached:       d("cached_objects", "Objects held by the informers' caches."),
+		expectations: d("expectations", "Pending own-write and own-delete expectations."),
+		received:     d("events_received_total", "Events produced by the informers, by type.", "type"),
+		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue."),
+		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped).", "reason"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
+	d := r.descs
+	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.received, d.delivered, d.filtered} {
+		ch <- x
+	}
+}
+
+// Collect implements prometheus.Collector, reporting a Stats snapshot.
+func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
+	s := r.Stats()
+	d := r.descs
+	for _, st := range states {
+		ch <- prometheus.MustNewConstMetric(d.informers, prometheus.GaugeValue, float64(s.Informers[st]), string(st))
+	}
+	ch <- prometheus.MustNewConstMetric(d.running, prometheus.GaugeValue, float64(s.Running))
+	ch <- prometheus.MustNewConstMetric(d.started, prometheus.CounterValue, float64(s.Started))
+	ch <- prometheus.MustNewConstMetric(d.owners, prometheus.GaugeValue, float64(s.Owners))
+	ch <- prometheus.MustNewConstMetric(d.cached, prometheus.GaugeValue, float64(s.CachedObjects))
+	ch <- prometheus.MustNewConstMetric(d.expectations, prometheus.GaugeValue, float64(s.Expectations))
+	for _, t := range eventTypes {
+		ch <- prometheus.MustNewConstMetric(d.received, prometheus.CounterValue, float64(s.Received[t]), string(t))
+	}
+	ch <- prometheus.MustNewConstMetric(d.delivered, prometheus.CounterValue, float64(s.Delivered))
+	for _, f := range filterReasons {
+		ch <- prometheus.MustNewConstMetric(d.filtered, prometheus.CounterValue, float64(s.Filtered[f]), string(f))
+	}
+}

@@ -1,0 +1,157 @@
+package watchregistry
+
+import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// LastAppliedAnnotation is the annotation in which client-side `kubectl
+// apply` keeps a full copy of the object; the transforms drop it because it
+// can double an object's size in the cache and nothing reads it there.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// DropManagedFields is the default transform: it drops metadata.managedFields
+// and the LastAppliedAnnotation, which together are often the larger part of
+// a small object. It mutates the object in place, as client-go allows for
+// freshly decoded objects, and is idempotent.
+func DropManagedFields(obj any) (any, error) {
+	return keepManagedFields(obj, nil), nil
+}
+
+// KeepManagedFieldsOf returns a transform that keeps only the managedFields
+// entries written by the given field managers (for example the ones kubectl
+// uses, to tell a hand edit from a controller's write) and drops the
+// LastAppliedAnnotation.
+func KeepManagedFieldsOf(managers ...string) cache.TransformFunc {
+	keep := make(map[string]bool, len(managers))
+	for _, m := range managers {
+		keep[m] = true
+	}
+	return func(obj any) (any, error) {
+		return keepManagedFields(obj, keep), nil
+	}
+}
+
+func keepManagedFields(obj any, keep map[string]bool) any {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		md, ok := u.Object["metadata"].(map[string]any)
+		if !ok {
+			return obj
+		}
+		if entries, ok := md["managedFields"].([]any); ok {
+			kept := entries[:0]
+			for _, e := range entries {
+				if m, ok := e.(map[string]any); ok {
+					if name, _ := m["manager"].(string); keep[name] {
+						kept = append(kept, e)
+					}
+				}
+			}
+			if len(kept) == 0 {
+				delete(md, "managedFields")
+			} else {
+				// A fresh slice, so the dropped entries' backing array is
+				// released rather than kept alive by the shorter slice.
+				md["managedFields"] = append([]any(nil), kept...)
+			}
+		}
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			delete(ann, LastAppliedAnnotation)
+			if len(ann) == 0 {
+				delete(md, "annotations")
+			}
+		}
+		return obj
+	}
+	// Typed objects, e.g. PartialObjectMetadata when a caller uses the
+	// transform outside the registry.
+	if m, err := meta.Accessor(obj); err == nil {
+		var kept []metav1.ManagedFieldsEntry
+		for _, e := range m.GetManagedFields() {
+			if keep[e.Manager] {
+				kept = append(kept, e)
+			}
+		}
+		m.SetManagedFields(kept)
+		if ann := m.GetAnnotations(); ann != nil {
+			if _, ok := ann[LastAppliedAnnotation]; ok {
+				delete(ann, LastAppliedAnnotation)
+				if len(ann) == 0 {
+					ann = nil
+				}
+				m.SetAnnotations(ann)
+			}
+		}
+	}
+	return obj
+}
+
+// metadataToUnstructured turns the PartialObjectMetadata of a metadata
+// informer into an Unstructured holding apiVersion, kind and metadata, so
+// that callers see one object type whatever the mode. kind is "" when the
+// registry was given no KindFor. Objects already converted pass through: the
+// watch-list path may hand an object to the transform twice.
+func metadataToUnstructured(obj any, gv schema.GroupVersion, kind func() string) (any, error) {
+	p, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.ObjectMeta)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gv.String(),
+		"metadata":   md,
+	}}
+	if k := kind(); k != "" {
+		u.Object["kind"] = k
+	}
+	return u, nil
+}
+
+// onlyStatusChanged reports whether old and new differ at most in status and
+// in metadata the owner does not care about: resourceVersion, managedFields
+// and, when ignoreGeneration, generation. Generation is ignored for full
+// objects because status writes of resources without a status subresource
+// bump it while the spec stays visible in the object; for metadata-only
+// objects it is the one sign of a spec change and must count.
+func onlyStatusChanged(old, new map[string]any, ignoreGeneration bool) bool {
+	if !equalExcept(old, new, func(k string) bool { return k == "status" || k == "metadata" }) {
+		return false
+	}
+	om, _ := old["metadata"].(map[string]any)
+	nm, _ := new["metadata"].(map[string]any)
+	return equalExcept(om, nm, func(k string) bool {
+		return k == "resourceVersion" || k == "managedFields" || (ignoreGeneration && k == "generation")
+	})
+}
+
+// equalExcept compares two JSON-like maps key by key, skipping ignored keys,
+// without copying either.
+func equalExcept(a, b map[string]any, ignored func(string) bool) bool {
+	for k, av := range a {
+		if ignored(k) {
+			continue
+		}
+		bv, ok := b[k]
+		if !ok || !reflect.DeepEqual(av, bv) {
+			return false
+		}
+	}
+	for k := range b {
+		if ignored(k) {
+			continue
+		}
+		if _, ok := a[k]; !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,197 @@
+package watchregistry
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Ref names what an owner needs watched: one resource of one cluster, in one
+// namespace or in all of them. The registry runs exactly one informer per
+// distinct Ref, however many owners track it.
+type Ref struct {
+	// Cluster names a cluster registered with SetCluster; "" is the local
+	// cluster.
+	Cluster string
+	// GVR is the watched resource, e.g. {Version: "v1", Resource: "configmaps"}.
+	GVR schema.GroupVersionResource
+	// Namespace scopes the watch to one namespace; "" means all namespaces,
+	// and is the only valid scope for cluster-scoped resources.
+	Namespace string
+}
+
+// String renders the ref for logs and error messages, e.g.
+// "configmaps.v1 in namespace team-a of the local cluster".
+func (r Ref) String() string {
+	res := r.GVR.Resource + "." + r.GVR.Version
+	if r.GVR.Group != "" {
+		res += "." + r.GVR.Group
+	}
+	scope := "all namespaces"
+	if r.Namespace != "" {
+		scope = "namespace " + r.Namespace
+	}
+	cluster := "the local cluster"
+	if r.Cluster != "" {
+		cluster = "cluster " + r.Cluster
+	}
+	return fmt.Sprintf("%s in %s of %s", res, scope, cluster)
+}
+
+func (r Ref) validate() error {
+	if r.GVR.Version == "" || r.GVR.Resource == "" {
+		return fmt.Errorf("ref %s: GVR needs a version and a resource", r)
+	}
+	return nil
+}
+
+// EventType says why an owner is enqueued.
+type EventType string
+
+const (
+	// EventAdded reports an object created after the informer's initial list.
+	EventAdded EventType = "Added"
+	// EventUpdated reports a change other than a status-only one (unless
+	// Options.DeliverStatusOnly) and other than the owner's own write.
+	EventUpdated EventType = "Updated"
+	// EventDeleted reports a deleted object; Object is its last known state.
+	EventDeleted EventType = "Deleted"
+	// EventInitialList is delivered once per owner when a new informer has
+	// synced, in place of one EventAdded per listed object. Map sees it with
+	// each listed object; Enqueue gets it with a nil Object.
+	EventInitialList EventType = "InitialList"
+	// EventStateChanged tells the owners of a ref that its informer became
+	// Forbidden or Gone, or was stopped because its cluster was replaced or
+	// removed. Object is nil; State and the typed errors of Get say more.
+	EventStateChanged EventType = "StateChanged"
+)
+
+// Event is what Map and Enqueue receive.
+type Event struct {
+	// Ref is the informer the event came from.
+	Ref Ref
+	// Type is the kind of event.
+	Type EventType
+	// Object is the new object, or the last known object for deletes
+	// (tombstones are unwrapped); nil for EventStateChanged and for the
+	// EventInitialList handed to Enqueue. It is shared with the cache: do not
+	// mutate it.
+	Object *unstructured.Unstructured
+	// Old is the previous object of an EventUpdated, shared like Object.
+	Old *unstructured.Unstructured
+}
+
+// State is the lifecycle state of the informer behind a Ref.
+type State string
+
+const (
+	// StatePending means the informer was asked for but has not synced yet
+	// (or the registry is not running yet).
+	StatePending State = "Pending"
+	// StateSynced means the cache holds a full list and follows the watch.
+	StateSynced State = "Synced"
+	// StateForbidden means the client may not list or watch the resource; the
+	// informer stopped instead of retrying. Track the ref again to retry, for
+	// example once RBAC grants access.
+	StateForbidden State = "Forbidden"
+	// StateGone means the resource does not exist (404), typically because its
+	// CustomResourceDefinition was deleted; the informer stopped. Track the ref
+	// again once the CRD is back.
+	StateGone State = "Gone"
+	// StateStopped means the informer was stopped because its cluster was
+	// replaced or removed, or the registry shut down.
+	StateStopped State = "Stopped"
+	// StateNotTracked is reported for a ref nobody tracks and no informer
+	// lingers for.
+	StateNotTracked State = "NotTracked"
+)
+
+// failed reports the states whose informer has ended and must be replaced by
+// a fresh one when the ref is tracked again: informers are single-use.
+func (s State) failed() bool {
+	return s == StateForbidden || s == StateGone || s == StateStopped
+}
+
+// FilterReason says why an event was not delivered.
+type FilterReason string
+
+const (
+	// FilterResync counts updates whose resourceVersion did not change
+	// (informer resyncs and relists of unchanged objects).
+	FilterResync FilterReason = "resync"
+	// FilterStatusOnly counts updates that changed nothing but status and
+	// bookkeeping metadata (resourceVersion, managedFields, and generation
+	// unless MetadataOnly).
+	FilterStatusOnly FilterReason = "status-only"
+	// FilterOwnWrite counts events announced by ExpectWrite or ExpectDelete.
+	FilterOwnWrite FilterReason = "own-write"
+	// FilterUnmapped counts events for which Map returned no owner.
+	FilterUnmapped FilterReason = "unmapped"
+)
+
+var filterReasons = [...]FilterReason{FilterResync, FilterStatusOnly, FilterOwnWrite, FilterUnmapped}
+
+var eventTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
+
+var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped}
+
+var (
+	// ErrNotSynced is returned by Get and List while the informer of a ref
+	// has not completed its initial list. They never block: the owners of the
+	// ref receive EventInitialList once it has synced.
+	ErrNotSynced = errors.New("informer has not synced yet")
+	// ErrForbidden is matched (errors.Is) by the error of a ref whose informer
+	// was refused list or watch; the error also wraps the API server's
+	// Forbidden error.
+	ErrForbidden = errors.New("list or watch is forbidden")
+	// ErrGone is matched (errors.Is) by the error of a ref whose resource the
+	// API server does not serve (any more); the error also wraps the API
+	// server's NotFound error.
+	ErrGone = errors.New("resource is not served")
+	// ErrNotTracked is returned for a ref that no owner tracks and for which no
+	// informer lingers.
+	ErrNotTracked = errors.New("ref is not tracked")
+	// ErrStopped is returned for a ref whose informer was stopped with its
+	// cluster, and by Track once the registry has shut down.
+	ErrStopped = errors.New("informer stopped")
+)
+
+// StateError is the error of a ref whose informer ended: errors.Is matches
+// ErrForbidden, ErrGone or ErrStopped by State, and errors.As or apierrors
+// helpers (apierrors.IsForbidden, IsNotFound) see the API error it wraps.
+type StateError struct {
+	// Ref is the ref whose informer ended.
+	Ref Ref
+	// State is StateForbidden, StateGone or StateStopped.
+	State State
+	// Err is the API error that ended the informer; nil for StateStopped.
+	Err error
+}
+
+// Error implements error.
+func (e *StateError) Error() string {
+	msg := fmt.Sprintf("watch %s: %s", e.Ref, e.sentinel())
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is matches the sentinel of the state.
+func (e *StateError) Is(target error) bool { return target == e.sentinel() }
+
+// Unwrap returns the API error.
+func (e *StateError) Unwrap() error { return e.Err }
+
+func (e *StateError) sentinel() error {
+	switch e.State {
+	case StateForbidden:
+		return ErrForbidden
+	case StateGone:
+		return ErrGone
+	default:
+		return ErrStopped
+	}
+}
