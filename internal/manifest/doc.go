@@ -14,9 +14,11 @@
 // the first, each as an *Error with the document's index, a line of the
 // manifest, the field and a constant reason (ReasonInvalidManifest and the
 // like) fit for a condition. Resolve needs the scope of each kind, which the
-// caller gives as a ScopeFunc wrapping a RESTMapper; its ReasonUnknownKind
-// and ReasonDiscoveryFailed errors are worth retrying with backoff, while
-// every other reason needs the manifest to be fixed.
+// caller gives as a ScopeFunc wrapping a RESTMapper; kinds defined by a
+// CustomResourceDefinition of the same manifest take the scope it declares.
+// Its ReasonUnknownKind and ReasonDiscoveryFailed errors are worth retrying
+// with backoff (ErrorList.Transient tells), while every other reason needs
+// the manifest to be fixed.
 //
 // Both return the objects that are fine alongside the errors. A caller may
 // apply those, but must not prune while there is any error: a manifest that

@@ -12,24 +12,27 @@ import (
 // of a status condition and of an Event, and so that callers can tell a
 // manifest that must be fixed by a person from one that may work on a retry.
 const (
-	// ReasonInvalidManifest: the manifest cannot be parsed, a document is not
-	// a well-formed object, or the manifest holds no objects. Only an edit of
-	// the manifest fixes it.
+	// ReasonInvalidManifest means that the manifest cannot be parsed, that a
+	// document is not a well-formed object, or that the manifest holds no
+	// objects. Only an edit of the manifest fixes it.
 	ReasonInvalidManifest = "InvalidManifest"
-	// ReasonManifestTooLarge: the manifest is over MaxManifestBytes.
+	// ReasonManifestTooLarge means that the manifest is over
+	// MaxManifestBytes.
 	ReasonManifestTooLarge = "ManifestTooLarge"
-	// ReasonUnknownKind: the destination does not serve the object's kind
-	// (typically its CustomResourceDefinition is not installed yet). It may
-	// resolve itself, so callers retry with backoff.
+	// ReasonUnknownKind means that the destination does not serve the
+	// object's kind, typically because its CustomResourceDefinition is not
+	// installed yet. It may resolve itself, so callers retry with backoff.
 	ReasonUnknownKind = "UnknownKind"
-	// ReasonDiscoveryFailed: the scope of a kind could not be looked up for
-	// another reason than the kind being unknown (discovery unreachable or
-	// failing). It is transient, so callers retry with backoff.
+	// ReasonDiscoveryFailed means that the scope of a kind could not be
+	// looked up for another reason than the kind being unknown (discovery
+	// unreachable or failing). It is transient, so callers retry with
+	// backoff.
 	ReasonDiscoveryFailed = "DiscoveryFailed"
-	// ReasonDuplicateObject: the same object (API group, kind, namespace and
-	// name) appears more than once in the manifest.
+	// ReasonDuplicateObject means that the same object (API group, kind,
+	// namespace and name) appears more than once in the manifest.
 	ReasonDuplicateObject = "DuplicateObject"
-	// ReasonNamespaceNotAllowed: a cluster-scoped object carries a namespace.
+	// ReasonNamespaceNotAllowed means that a cluster-scoped object carries a
+	// namespace.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
 
@@ -110,6 +113,19 @@ func (l ErrorList) Reason() string {
 		return ""
 	}
 	return l[0].Reason
+}
+
+// Transient tells whether every error of the list may go away without an
+// edit of the manifest (ReasonUnknownKind, ReasonDiscoveryFailed), so that
+// the caller retries with backoff rather than waiting for a new generation.
+// It is false for an empty list.
+func (l ErrorList) Transient() bool {
+	for _, e := range l {
+		if e.Reason != ReasonUnknownKind && e.Reason != ReasonDiscoveryFailed {
+			return false
+		}
+	}
+	return len(l) > 0
 }
 
 // Err returns the list as an error, or nil when it is empty. Use it rather

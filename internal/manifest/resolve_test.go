@@ -200,6 +200,27 @@ metadata:
 			want:     []string{"0 CustomResourceDefinition widgets.example.com", "1 Widget default/w"},
 		},
 		{
+			name: "a kind whose apiextensions.k8s.io/v1beta1 definition is in the manifest",
+			manifest: `apiVersion: apiextensions.k8s.io/v1beta1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  version: v1alpha1
+  scope: Cluster
+  names:
+    kind: Gadget
+    plural: gadgets
+---
+apiVersion: example.com/v1alpha1
+kind: Gadget
+metadata:
+  name: g
+`,
+			want: []string{"0 CustomResourceDefinition gadgets.example.com", "1 Gadget g"},
+		},
+		{
 			name:     "a cluster-scoped kind of the manifest given a namespace",
 			manifest: crdManifest("Cluster") + "---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\n",
 			want:     []string{"0 CustomResourceDefinition widgets.example.com"},
@@ -331,6 +352,34 @@ func TestResolveErrorsKeepTheirCause(t *testing.T) {
 	}
 	if !meta.IsNoMatchError(errs.Err()) {
 		t.Errorf("meta.IsNoMatchError(errs.Err()) = false, want true")
+	}
+	if !errs.Transient() {
+		t.Errorf("Transient() = false for unknown kinds and failing discovery, want true")
+	}
+}
+
+func TestErrorListTransient(t *testing.T) {
+	tests := []struct {
+		name    string
+		reasons []string
+		want    bool
+	}{
+		{"no errors", nil, false},
+		{"unknown kinds only", []string{ReasonUnknownKind, ReasonUnknownKind}, true},
+		{"discovery failing", []string{ReasonDiscoveryFailed, ReasonUnknownKind}, true},
+		{"an unknown kind and a duplicate", []string{ReasonUnknownKind, ReasonDuplicateObject}, false},
+		{"invalid manifest", []string{ReasonInvalidManifest}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l ErrorList
+			for i, r := range tt.reasons {
+				l = append(l, &Error{Index: i, Reason: r})
+			}
+			if got := l.Transient(); got != tt.want {
+				t.Errorf("Transient() = %t, want %t", got, tt.want)
+			}
+		})
 	}
 }
 
