@@ -370,7 +370,9 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	}
 	for ref, e := range fresh {
 		if old := r.entries[ref]; old != nil {
-			e.log.V(1).Info("Restarting informer", "previousState", old.state)
+			e.log.V(1).Info("Restarting informer", "owner", owner, "previousState", old.state)
+		} else {
+			e.log.V(1).Info("Informer requested", "owner", owner)
 		}
 		r.entries[ref] = e
 		if r.runCtx != nil {
@@ -392,6 +394,7 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	} else {
 		r.owners[owner] = want
 	}
+	r.log.V(2).Info("Tracking", "owner", owner, "refs", len(want), "started", len(fresh))
 	return nil
 }
 
@@ -403,6 +406,7 @@ func (r *Registry[K]) Forget(owner K) {
 		r.releaseLocked(owner, ref)
 	}
 	delete(r.owners, owner)
+	r.log.V(2).Info("Forgotten", "owner", owner)
 }
 
 // releaseLocked drops the owner from the ref; an informer left without owners

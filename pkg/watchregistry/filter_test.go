@@ -1,0 +1,194 @@
+package watchregistry
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/json"
+)
+
+func obj(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestOnlyStatusChanged(t *testing.T) {
+	const base = `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"1","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`
+	for _, tc := range []struct {
+		name             string
+		new              string
+		ignoreGeneration bool
+		want             bool
+	}{
+		{"status changed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"},{"manager":"s"}]},"spec":{"n":1},"status":{"phase":"B"}}`, true, true},
+		{"status and generation without subresource", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":2,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"B"}}`, true, true},
+		{"generation counts for metadata-only objects", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":2,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`, false, false},
+		{"status removed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1}}`, true, true},
+		{"spec changed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":2,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":2},"status":{"phase":"A"}}`, true, false},
+		{"label changed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"2"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
+		{"label added", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1","m":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
+		{"annotations removed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
+		{"top-level field added (ConfigMap data)", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"},"data":{"k":"v"}}`, true, false},
+		{"top-level field removed", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"status":{"phase":"A"}}`, true, false},
+		{"finalizer added", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}],"finalizers":["f"]},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
+		{"deletion started", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}],"deletionTimestamp":"2026-11-21T00:00:00Z"},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := onlyStatusChanged(obj(t, base), obj(t, tc.new), tc.ignoreGeneration); got != tc.want {
+				t.Fatalf("onlyStatusChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTransforms(t *testing.T) {
+	const in = `{"metadata":{"name":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","keep":"1"},"managedFields":[{"manager":"vidra"},{"manager":"kubectl-edit"},{"manager":"kube-controller-manager"}]},"data":{"k":"v"}}`
+	const onlyLastApplied = `{"metadata":{"name":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}"}}}`
+	for _, tc := range []struct {
+		name      string
+		transform func(any) (any, error)
+		in, want  string
+	}{
+		{"drop", DropManagedFields, in, `{"metadata":{"name":"a","annotations":{"keep":"1"}},"data":{"k":"v"}}`},
+		{"keep some", KeepManagedFieldsOf("kubectl-edit", "vidra"), in, `{"metadata":{"name":"a","annotations":{"keep":"1"},"managedFields":[{"manager":"vidra"},{"manager":"kubectl-edit"}]},"data":{"k":"v"}}`},
+		{"keep none present", KeepManagedFieldsOf("kubectl"), in, `{"metadata":{"name":"a","annotations":{"keep":"1"}},"data":{"k":"v"}}`},
+		{"empty annotations removed", DropManagedFields, onlyLastApplied, `{"metadata":{"name":"a"}}`},
+		{"nothing to drop", DropManagedFields, `{"metadata":{"name":"a"}}`, `{"metadata":{"name":"a"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: obj(t, tc.in)}
+			out, err := tc.transform(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(obj(t, tc.want), out.(*unstructured.Unstructured).Object); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+			// Idempotent, as client-go requires of a transform.
+			again, _ := tc.transform(out)
+			if diff := cmp.Diff(obj(t, tc.want), again.(*unstructured.Unstructured).Object); diff != "" {
+				t.Fatalf("second run (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTransformOfTypedObjects(t *testing.T) {
+	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name:          "a",
+		Annotations:   map[string]string{LastAppliedAnnotation: "{}"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "vidra"}, {Manager: "kubectl"}},
+	}}
+	if _, err := KeepManagedFieldsOf("kubectl")(p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.ManagedFields) != 1 || p.ManagedFields[0].Manager != "kubectl" || p.Annotations != nil {
+		t.Fatalf("transformed: %+v", p.ObjectMeta)
+	}
+}
+
+func TestMetadataToUnstructured(t *testing.T) {
+	gv := schema.GroupVersion{Group: "apps", Version: "v1"}
+	p := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", ResourceVersion: "7", Labels: map[string]string{"l": "1"}},
+	}
+	out, err := metadataToUnstructured(p, gv, func() string { return "Deployment" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := out.(*unstructured.Unstructured)
+	if u.GetAPIVersion() != "apps/v1" || u.GetKind() != "Deployment" || u.GetName() != "d" || u.GetNamespace() != "ns" ||
+		u.GetResourceVersion() != "7" || u.GetLabels()["l"] != "1" {
+		t.Fatalf("converted: %v", u.Object)
+	}
+	for k := range u.Object {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			t.Fatalf("unexpected field %q in %v", k, u.Object)
+		}
+	}
+	// Already converted objects pass through.
+	again, err := metadataToUnstructured(u, gv, func() string { return "Other" })
+	if err != nil || again != any(u) {
+		t.Fatalf("second conversion: %v, %v", again, err)
+	}
+	// Without a kind resolver the kind is left out.
+	out, _ = metadataToUnstructured(p, gv, func() string { return "" })
+	if _, ok := out.(*unstructured.Unstructured).Object["kind"]; ok {
+		t.Fatal("kind set without a resolver")
+	}
+}
+
+func TestExpectations(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	ttl := time.Minute
+	k := expectationKey{Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, "ns", "a"}
+	other := expectationKey{k.ref, "ns", "b"}
+
+	for _, tc := range []struct {
+		name string
+		run  func(x *expectations) []bool
+		want []bool
+	}{
+		{"write matches its resourceVersion once", func(x *expectations) []bool {
+			x.expectWrite(k, "5", t0.Add(ttl))
+			return []bool{x.matchWrite(k, "4", t0), x.matchWrite(other, "5", t0), x.matchWrite(k, "5", t0), x.matchWrite(k, "5", t0)}
+		}, []bool{false, false, true, false}},
+		{"two writes before their events", func(x *expectations) []bool {
+			x.expectWrite(k, "5", t0.Add(ttl))
+			x.expectWrite(k, "6", t0.Add(ttl))
+			return []bool{x.matchWrite(k, "5", t0), x.matchWrite(k, "6", t0)}
+		}, []bool{true, true}},
+		{"expired write does not match", func(x *expectations) []bool {
+			x.expectWrite(k, "5", t0.Add(ttl))
+			return []bool{x.matchWrite(k, "5", t0.Add(ttl+time.Second))}
+		}, []bool{false}},
+		{"delete matches once", func(x *expectations) []bool {
+			x.expectDelete(k, t0.Add(ttl))
+			return []bool{x.matchDelete(other, t0), x.matchDelete(k, t0), x.matchDelete(k, t0)}
+		}, []bool{false, true, false}},
+		{"expired delete does not match", func(x *expectations) []bool {
+			x.expectDelete(k, t0.Add(ttl))
+			return []bool{x.matchDelete(k, t0.Add(2*ttl))}
+		}, []bool{false}},
+		{"sweep drops only expired ones", func(x *expectations) []bool {
+			x.expectWrite(k, "5", t0.Add(ttl))
+			x.expectWrite(other, "9", t0.Add(3*ttl))
+			x.expectDelete(k, t0.Add(ttl))
+			x.sweep(t0.Add(2 * ttl))
+			return []bool{x.len() == 1, x.matchWrite(other, "9", t0.Add(2*ttl)), x.len() == 0}
+		}, []bool{true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.run(&expectations{})); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStateErrorMatchesItsSentinelAndTheAPIError(t *testing.T) {
+	ref := Ref{Cluster: "east", GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Namespace: "ns"}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("no"))
+	err := error(&StateError{Ref: ref, State: StateForbidden, Err: forbidden})
+	if !errors.Is(err, ErrForbidden) || errors.Is(err, ErrGone) || !apierrors.IsForbidden(err) {
+		t.Fatalf("%v: wrong matches", err)
+	}
+	if want := "watch deployments.v1.apps in namespace ns of cluster east: list or watch is forbidden: " + forbidden.Error(); err.Error() != want {
+		t.Fatalf("message %q, want %q", err.Error(), want)
+	}
+	stopped := &StateError{Ref: Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, State: StateStopped}
+	if !errors.Is(stopped, ErrStopped) || stopped.Error() != "watch configmaps.v1 in all namespaces of the local cluster: informer stopped" {
+		t.Fatalf("%v", stopped)
+	}
+}
