@@ -104,10 +104,11 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 	}); err != nil {
 		return nil, err
 	}
-	reg, err := e.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, cache.HandlerOptions{
-		Logger:       &e.log,
-		ResyncPeriod: ptr.To(time.Duration(0)),
-	})
+	hopts := cache.HandlerOptions{ResyncPeriod: ptr.To(time.Duration(0))}
+	if r.logInformers {
+		hopts.Logger = &e.log
+	}
+	reg, err := e.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, hopts)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,11 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 // startLocked runs the entry's informer under its own context, a child of
 // Run's, so that stopping one informer is cancelling one context.
 func (r *Registry[K]) startLocked(e *entry[K]) {
-	ctx, cancel := context.WithCancel(logr.NewContext(r.runCtx, e.log))
+	ctx := r.runCtx
+	if r.logInformers {
+		ctx = logr.NewContext(ctx, e.log)
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
 	r.stats.started.Add(1)
 	r.stats.running.Add(1)
@@ -172,7 +177,9 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 	e.initKeys, e.initDone = nil, true
 	e.initMu.Unlock()
 
-	e.log.V(1).Info("Informer synced", "objects", len(e.informer.GetStore().ListKeys()), "owners", len(keys))
+	if l := e.log.V(1); l.Enabled() {
+		l.Info("Informer synced", "objects", len(e.informer.GetStore().ListKeys()), "owners", len(keys))
+	}
 	ev := Event{Ref: e.ref, Type: EventInitialList}
 	for k := range keys {
 		if e.stopped.Load() {

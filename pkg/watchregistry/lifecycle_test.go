@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,7 +169,8 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c := newClients(t, secretRequests.wrap(cfg))
 	rec := &recorder{}
-	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	logs := &logSink{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Logger: logs.logger()})
 	cms := watchregistry.Ref{GVR: configMaps, Namespace: ns}
 	secs := watchregistry.Ref{GVR: secrets, Namespace: ns}
 
@@ -176,6 +181,9 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 	_, err := r.Get(secs, ns, "any")
 	if !errors.Is(err, watchregistry.ErrForbidden) || !apierrors.IsForbidden(err) {
 		t.Fatalf("Get of a Forbidden ref: %v, want ErrForbidden wrapping the API's Forbidden", err)
+	}
+	if !logs.has(`"msg"="Informer stopped"`, `"gvr"="/v1, Resource=secrets"`, `"namespace"="`+ns+`"`, `"state"="Forbidden"`) {
+		t.Fatalf("no log line for the stopped informer with its keys; logs:\n%s", logs)
 	}
 
 	// The other GVR keeps working.
@@ -390,4 +398,40 @@ func TestRunStopsEveryInformerOnReturn(t *testing.T) {
 
 func nsObject(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// logSink collects log lines, to check what a person would read.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{Verbosity: 1})
+}
+
+// has reports whether one line contains every part.
+func (l *logSink) has(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }

@@ -70,7 +70,9 @@ type Options[K comparable] struct {
 	// Clock drives linger and expectation expiry; nil means the real clock.
 	Clock clock.WithTicker
 	// Logger receives the registry's logs and, through the informers'
-	// contexts, client-go's; the zero value discards them.
+	// contexts, client-go's, with the keys cluster, gvr, namespace and owner.
+	// The zero value discards the registry's logs and leaves client-go's to
+	// the logger of Run's context (klog's by default).
 	Logger logr.Logger
 	// MetricsNamespace prefixes the Prometheus metric names; "" means
 	// "watchregistry".
@@ -100,6 +102,8 @@ type Registry[K comparable] struct {
 	kindFor           func(schema.GroupVersionResource) (schema.GroupVersionKind, error)
 	clock             clock.WithTicker
 	log               logr.Logger
+	// logInformers says whether client-go's informer logs go to log too.
+	logInformers bool
 
 	exp   expectations
 	stats counters
@@ -169,7 +173,8 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
-	if r.log.GetSink() == nil {
+	r.logInformers = r.log.GetSink() != nil
+	if !r.logInformers {
 		r.log = logr.Discard()
 	}
 	ns := opts.MetricsNamespace
@@ -200,7 +205,7 @@ func (r *Registry[K]) Run(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
-	r.log.V(1).Info("watch registry running")
+	r.log.V(1).Info("Watch registry running")
 
 	sweep := r.clock.NewTicker(r.expectationTTL)
 	defer sweep.Stop()
@@ -243,7 +248,7 @@ func (r *Registry[K]) shutdown() {
 	// Informer contexts derive from Run's, so they are already cancelled;
 	// wait for their goroutines so that nothing outlives Run.
 	r.informers.Wait()
-	r.log.V(1).Info("watch registry stopped")
+	r.log.V(1).Info("Watch registry stopped")
 }
 
 // expireIdle stops informers whose linger has passed and returns the next
