@@ -15,11 +15,14 @@ import (
 //
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}) }
-func RunMain(m *testing.M, env **Env, opts Options) {
-	os.Exit(runMain(m, env, opts))
+//
+// Each setup runs once the control plane is up (to install CRDs or start an
+// operator); the func it returns runs after the tests, before teardown.
+func RunMain(m *testing.M, env **Env, opts Options, setups ...func(context.Context, *Env) (func(), error)) {
+	os.Exit(runMain(m, env, opts, setups))
 }
 
-func runMain(m *testing.M, env **Env, opts Options) int {
+func runMain(m *testing.M, env **Env, opts Options, setups []func(context.Context, *Env) (func(), error)) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e, err := Start(ctx, opts)
@@ -41,5 +44,15 @@ func runMain(m *testing.M, env **Env, opts Options) int {
 			os.Exit(1)
 		}
 	}()
+	for _, setup := range setups {
+		cleanup, err := setup(ctx, e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "set up tests: %v\n", err)
+			return 1
+		}
+		if cleanup != nil {
+			defer cleanup()
+		}
+	}
 	return m.Run()
 }

@@ -1,0 +1,142 @@
+// Command vidra runs the Vidra operator: it keeps the manifests of every
+// VidraResource applied, corrects drift on events and on an interval, and
+// cleans up through a finalizer. See the README for flags and configuration.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/operator"
+)
+
+type flags struct {
+	kubeconfig            string
+	namespace             string
+	configMap             string
+	watchNamespace        string
+	defaultServiceAccount string
+	workers               int
+	qps                   float64
+	burst                 int
+	logLevel              string
+	logFormat             string
+	linger                time.Duration
+}
+
+func main() {
+	var f flags
+	fs := flag.NewFlagSet("vidra", flag.ExitOnError)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster configuration (env KUBECONFIG)")
+	fs.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "vidra-system"), "the operator's own namespace, home of its ConfigMap (env POD_NAMESPACE)")
+	fs.StringVar(&f.configMap, "config-map", "vidra-config", "name of the configuration ConfigMap in --namespace")
+	fs.StringVar(&f.watchNamespace, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "reconcile VidraResources of this namespace only; empty means all (env WATCH_NAMESPACE)")
+	fs.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of each VidraResource's namespace) to impersonate when a resource names none")
+	fs.IntVar(&f.workers, "workers", 8, "VidraResources reconciled in parallel")
+	fs.Float64Var(&f.qps, "kube-api-qps", 200, "client-side rate limit of requests to the API server, per second")
+	fs.IntVar(&f.burst, "kube-api-burst", 400, "client-side burst of requests to the API server")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; a number N logs klog verbosity N")
+	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
+	fs.DurationVar(&f.linger, "informer-linger", 2*time.Minute, "how long an informer no resource needs keeps running before it stops")
+	_ = fs.Parse(os.Args[1:])
+
+	logger, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vidra:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, logger)
+	if err := run(ctx, f); err != nil {
+		logger.Error(err, "Vidra stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, f flags) error {
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
+	cfg.UserAgent = "vidra"
+	op, err := operator.New(ctx, operator.Options{
+		Config:                cfg,
+		Namespace:             f.namespace,
+		ConfigMapName:         f.configMap,
+		WatchNamespace:        f.watchNamespace,
+		DefaultServiceAccount: f.defaultServiceAccount,
+		Workers:               f.workers,
+		Linger:                f.linger,
+	})
+	if err != nil {
+		return err
+	}
+	return op.Run(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// newLogger builds the zap logger and routes klog, and so client-go's own
+// logs, into it, so that one process writes one format.
+func newLogger(level, format string) (klog.Logger, error) {
+	var lvl zapcore.Level
+	var verbosity int
+	if _, err := fmt.Sscanf(level, "%d", &verbosity); err == nil {
+		lvl = zapcore.Level(-verbosity)
+	} else if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return klog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn, error or a number", level)
+	}
+	var cfg zap.Config
+	switch format {
+	case "json":
+		cfg = zap.NewProductionConfig()
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+	default:
+		return klog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Sampling = nil
+	zl, err := cfg.Build()
+	if err != nil {
+		return klog.Logger{}, err
+	}
+	logger := zapr.NewLogger(zl)
+	klog.SetLogger(logger)
+	return logger, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

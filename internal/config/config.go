@@ -1,0 +1,172 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Keys of the vidra-config ConfigMap.
+const (
+	KeyRequeueAfter     = "requeueResourcesAfter"
+	KeyEventBased       = "eventBasedReconcile"
+	KeyJitter           = "requeueJitter"
+	KeyOverrideManagers = "overrideManagers"
+)
+
+// legacyKeys were read by the earlier Vidra operator; they are accepted so
+// that its ConfigMap keeps working, and ignored with a warning.
+var legacyKeys = []string{"requeueSyncAfter", "queryName"}
+
+// Config is one consistent set of settings. It is immutable once published:
+// readers hold a pointer to it without locks.
+type Config struct {
+	// RequeueAfter is the default periodic re-check interval; 0 turns it off.
+	RequeueAfter time.Duration
+	// EventBased corrects drift on watch events for resources that do not
+	// say otherwise.
+	EventBased bool
+	// Jitter spreads periodic re-checks by up to this fraction of the
+	// interval, so that resources created together do not wake together.
+	Jitter float64
+	// OverrideManagers are the field managers whose writes are hand edits
+	// that Vidra takes back, even of fields the manifest does not set.
+	OverrideManagers []string
+}
+
+// DefaultOverrideManagers are the field managers kubectl uses for writes a
+// person makes by hand.
+var DefaultOverrideManagers = []string{
+	"kubectl", "kubectl-edit", "kubectl-label", "kubectl-annotate", "kubectl-patch",
+	"kubectl-scale", "kubectl-client-side-apply", "before-first-apply",
+}
+
+// Default returns the settings used when the ConfigMap is missing.
+func Default() *Config {
+	return &Config{
+		RequeueAfter:     10 * time.Minute,
+		EventBased:       true,
+		Jitter:           0.1,
+		OverrideManagers: slices.Clone(DefaultOverrideManagers),
+	}
+}
+
+// Problem is a key of the ConfigMap that was not applied.
+type Problem struct {
+	Key     string
+	Value   string
+	Message string
+	// Warning is true for keys accepted but ignored; false for bad values
+	// that kept the previous setting.
+	Warning bool
+}
+
+func (p Problem) String() string {
+	if p.Warning {
+		return fmt.Sprintf("%s: %s", p.Key, p.Message)
+	}
+	return fmt.Sprintf("%s: invalid value %q, keeping the previous setting: %s", p.Key, p.Value, p.Message)
+}
+
+// Parse builds the Config for data. A key that is absent takes its default; a
+// key whose value does not parse keeps its value from prev, so a typo never
+// resets a setting that worked, and is reported as a Problem.
+func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
+	if prev == nil {
+		prev = Default()
+	}
+	def := Default()
+	cfg := &Config{}
+	var problems []Problem
+	bad := func(key, msg string, keep func()) {
+		problems = append(problems, Problem{Key: key, Value: data[key], Message: msg})
+		keep()
+	}
+
+	if v, ok := data[KeyRequeueAfter]; !ok {
+		cfg.RequeueAfter = def.RequeueAfter
+	} else if d, err := ParseDuration(v); err != nil {
+		bad(KeyRequeueAfter, err.Error(), func() { cfg.RequeueAfter = prev.RequeueAfter })
+	} else {
+		cfg.RequeueAfter = d
+	}
+
+	if v, ok := data[KeyEventBased]; !ok {
+		cfg.EventBased = def.EventBased
+	} else if b, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+		bad(KeyEventBased, "want true or false", func() { cfg.EventBased = prev.EventBased })
+	} else {
+		cfg.EventBased = b
+	}
+
+	if v, ok := data[KeyJitter]; !ok {
+		cfg.Jitter = def.Jitter
+	} else if j, err := parsePercent(v); err != nil {
+		bad(KeyJitter, err.Error(), func() { cfg.Jitter = prev.Jitter })
+	} else {
+		cfg.Jitter = j
+	}
+
+	if v, ok := data[KeyOverrideManagers]; !ok {
+		cfg.OverrideManagers = def.OverrideManagers
+	} else {
+		var managers []string
+		for m := range strings.SplitSeq(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				managers = append(managers, m)
+			}
+		}
+		cfg.OverrideManagers = managers
+	}
+
+	for _, k := range legacyKeys {
+		if _, ok := data[k]; ok {
+			problems = append(problems, Problem{Key: k, Value: data[k], Warning: true,
+				Message: "set for the earlier Vidra operator; ignored"})
+		}
+	}
+	for k := range data {
+		if !slices.Contains([]string{KeyRequeueAfter, KeyEventBased, KeyJitter, KeyOverrideManagers}, k) && !slices.Contains(legacyKeys, k) {
+			problems = append(problems, Problem{Key: k, Value: data[k], Warning: true, Message: "unknown key; ignored"})
+		}
+	}
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
+	return cfg, problems
+}
+
+// ParseDuration parses a Go duration; "0" and "0s" turn the interval off. A
+// negative duration is refused.
+func ParseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("want a Go duration such as 10m or 1h30m")
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("must not be negative")
+	}
+	return d, nil
+}
+
+// parsePercent accepts "10%" or a fraction such as "0.1", between 0 and 100%.
+func parsePercent(v string) (float64, error) {
+	v = strings.TrimSpace(v)
+	scale := 1.0
+	if s, ok := strings.CutSuffix(v, "%"); ok {
+		v, scale = strings.TrimSpace(s), 100
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("want a percentage such as 10%%")
+	}
+	f /= scale
+	if f < 0 || f > 1 {
+		return 0, fmt.Errorf("must be between 0%% and 100%%")
+	}
+	return f, nil
+}

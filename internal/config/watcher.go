@@ -1,0 +1,101 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// Watcher follows one ConfigMap and publishes the Config it holds.
+type Watcher struct {
+	current   atomic.Pointer[Config]
+	informer  cache.SharedIndexInformer
+	recorder  record.EventRecorder
+	onChange  func(old, new *Config)
+	namespace string
+	name      string
+}
+
+// NewWatcher watches ConfigMap namespace/name through an informer limited to
+// that one object. onChange, if set, runs after every published change, from
+// the informer's goroutine. recorder may be nil.
+func NewWatcher(client kubernetes.Interface, namespace, name string, recorder record.EventRecorder, onChange func(old, new *Config)) (*Watcher, error) {
+	w := &Watcher{recorder: recorder, onChange: onChange, namespace: namespace, name: name}
+	w.current.Store(Default())
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	w.informer = factory.Core().V1().ConfigMaps().Informer()
+	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.update(obj) },
+		UpdateFunc: func(_, obj any) { w.update(obj) },
+		DeleteFunc: func(any) { w.publish(Default()) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	return w, nil
+}
+
+// Run runs the informer until ctx ends.
+func (w *Watcher) Run(ctx context.Context) { w.informer.RunWithContext(ctx) }
+
+// HasSynced reports whether the first list of the ConfigMap arrived, so that
+// the controller does not start reconciling with defaults it then changes.
+func (w *Watcher) HasSynced() bool { return w.informer.HasSynced() }
+
+// Current returns the Config in force; callers must not modify it.
+func (w *Watcher) Current() *Config { return w.current.Load() }
+
+func (w *Watcher) update(obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return
+	}
+	cfg, problems := Parse(cm.Data, w.Current())
+	logger := klog.Background().WithValues("configmap", klog.KObj(cm))
+	for _, p := range problems {
+		if p.Warning {
+			logger.Info("Configuration key ignored", "key", p.Key, "reason", p.Message)
+			if w.recorder != nil {
+				w.recorder.Event(cm, corev1.EventTypeWarning, "ConfigIgnored", p.String())
+			}
+			continue
+		}
+		logger.Error(nil, "Invalid configuration value", "key", p.Key, "value", p.Value, "reason", p.Message)
+		if w.recorder != nil {
+			w.recorder.Event(cm, corev1.EventTypeWarning, "InvalidConfig", p.String())
+		}
+	}
+	w.publish(cfg)
+}
+
+func (w *Watcher) publish(cfg *Config) {
+	old := w.current.Swap(cfg)
+	klog.Background().V(1).Info("Configuration applied", "requeueResourcesAfter", cfg.RequeueAfter,
+		"eventBasedReconcile", cfg.EventBased, "requeueJitter", cfg.Jitter, "overrideManagers", cfg.OverrideManagers)
+	if w.onChange != nil {
+		w.onChange(old, cfg)
+	}
+}
+
+// Jittered returns d stretched by a random fraction of up to jitter, so that
+// resources created together spread their periodic re-checks.
+func Jittered(d time.Duration, jitter float64, rand func() float64) time.Duration {
+	if d <= 0 || jitter <= 0 {
+		return d
+	}
+	return d + time.Duration(float64(d)*jitter*rand())
+}

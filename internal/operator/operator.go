@@ -1,0 +1,144 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/pkg/controller"
+	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
+	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
+	"github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
+)
+
+// Options configure an Operator.
+type Options struct {
+	// Config is the operator's client configuration (QPS and burst set).
+	Config *rest.Config
+	// Namespace is the operator's own namespace, home of the ConfigMap.
+	Namespace string
+	// ConfigMapName is the name of the vidra-config ConfigMap.
+	ConfigMapName string
+	// WatchNamespace limits the VidraResources reconciled to one namespace;
+	// empty means all.
+	WatchNamespace string
+	// DefaultServiceAccount is impersonated for resources that name none.
+	DefaultServiceAccount string
+	// Workers is the number of reconciles run in parallel.
+	Workers int
+	// Registerer receives the operator's metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Linger is how long an informer nobody needs keeps running.
+	Linger time.Duration
+	// OnReconcile is passed to the controller (see controller.Options).
+	OnReconcile func(key cache.ObjectName, trigger controller.Trigger, result string)
+}
+
+// Operator is Vidra, assembled and ready to run.
+type Operator struct {
+	Controller *controller.Controller
+	Config     *config.Watcher
+
+	opts        Options
+	factory     externalversions.SharedInformerFactory
+	broadcaster record.EventBroadcaster
+}
+
+// New builds the clients, informers and controller.
+func New(ctx context.Context, opts Options) (*Operator, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
+	if opts.ConfigMapName == "" {
+		opts.ConfigMapName = "vidra-config"
+	}
+	kube, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	vidra, err := versioned.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("vidra client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+
+	// A scheme of our own: Events must name VidraResources, and the global
+	// client-go scheme is not ours to change.
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(vidrascheme.AddToScheme(scheme))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "vidra"})
+
+	o := &Operator{opts: opts, broadcaster: broadcaster}
+	var ctrl *controller.Controller
+	var ctrlMu sync.Mutex
+	o.Config, err = config.NewWatcher(kube, opts.Namespace, opts.ConfigMapName, recorder, func(old, cur *config.Config) {
+		ctrlMu.Lock()
+		defer ctrlMu.Unlock()
+		if ctrl != nil {
+			ctrl.ConfigChanged(old, cur)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace))
+	c, err := controller.NewController(ctx, controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config},
+		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
+			Namespace:             opts.Namespace,
+			DefaultServiceAccount: opts.DefaultServiceAccount,
+			Config:                o.Config.Current,
+			Recorder:              recorder,
+			Registerer:            opts.Registerer,
+			Linger:                opts.Linger,
+			OnReconcile:           opts.OnReconcile,
+		})
+	if err != nil {
+		return nil, err
+	}
+	ctrlMu.Lock()
+	ctrl = c
+	ctrlMu.Unlock()
+	o.Controller = c
+	return o, nil
+}
+
+// Run starts the informers and the controller and blocks until ctx ends and
+// everything it started has stopped.
+func (o *Operator) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	defer o.broadcaster.Shutdown()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer o.factory.Shutdown()
+
+	wg.Go(func() { o.Config.Run(ctx) })
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, o.Config.HasSynced) {
+		return fmt.Errorf("configuration ConfigMap %s/%s did not sync", o.opts.Namespace, o.opts.ConfigMapName)
+	}
+	o.factory.Start(ctx.Done())
+	logger.Info("Starting Vidra", "namespace", o.opts.Namespace, "watchNamespace", o.opts.WatchNamespace, "workers", o.opts.Workers)
+	return o.Controller.Run(ctx, o.opts.Workers)
+}

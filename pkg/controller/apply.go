@@ -1,0 +1,382 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/manifest"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// objectKey identifies a managed object across API versions of its group.
+type objectKey struct {
+	group, kind, namespace, name string
+}
+
+func keyOf(u *unstructured.Unstructured) objectKey {
+	gvk := u.GroupVersionKind()
+	return objectKey{group: gvk.Group, kind: gvk.Kind, namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+func (k objectKey) String() string {
+	if k.namespace == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.namespace + "/" + k.name
+}
+
+// planned is one desired object, marked and mapped to its resource.
+type planned struct {
+	obj       *unstructured.Unstructured
+	key       objectKey
+	gvr       schema.GroupVersionResource
+	index     int
+	line      int
+	inventory bool // listed in the inventory before this reconcile
+	applied   bool // applied or found in sync in this reconcile
+}
+
+// objectError is a failure of one object, with the condition reason it maps
+// to and whether a retry can fix it without a change by a person.
+type objectError struct {
+	key      objectKey
+	index    int
+	reason   string
+	retry    bool
+	conflict bool
+	err      error
+}
+
+func (e *objectError) Error() string {
+	return fmt.Sprintf("%s (document %d): %v", e.key, e.index, e.err)
+}
+
+func (e *objectError) Unwrap() error { return e.err }
+
+// mark returns the object to apply: the manifest's object with Vidra's
+// labels and annotation, and without the fields Vidra never manages.
+func mark(obj *unstructured.Unstructured, vr *v1alpha1.VidraResource) *unstructured.Unstructured {
+	u := obj.DeepCopy()
+	// Status belongs to the object's controller; a creationTimestamp (often
+	// null in generated manifests) to the API server.
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	l := u.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[v1alpha1.ManagedByLabel] = v1alpha1.ManagedByValue
+	l[v1alpha1.OwnerUIDLabel] = string(vr.UID)
+	u.SetLabels(l)
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.OwnedByAnnotation] = vr.Namespace + "/" + vr.Name
+	u.SetAnnotations(a)
+	return u
+}
+
+// cacheTransform trims what the watch registry caches: the last-applied
+// annotation kubectl writes (a full copy of the object) and the
+// managedFields of status writers. The managedFields of everyone else stay,
+// because a hand edit is recognised by its field manager.
+func cacheTransform(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	if a := u.GetAnnotations(); a != nil {
+		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+			u.SetAnnotations(a)
+		}
+	}
+	if mf := u.GetManagedFields(); len(mf) > 0 {
+		kept := mf[:0]
+		for _, e := range mf {
+			if e.Subresource != "status" {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) != len(mf) {
+			u.SetManagedFields(kept)
+		}
+	}
+	return u, nil
+}
+
+// readLive returns the live object: from the watch registry's cache when it
+// holds it, else from the API server. A miss in the cache only means that no
+// object with Vidra's label exists, so an unmanaged object of that name is
+// looked up before anything is created over it.
+func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {
+	ref := watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}
+	u, err := c.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	if err == nil {
+		return u, nil
+	}
+	live, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return live, nil
+}
+
+// checkOwner refuses to take over an object that another VidraResource owns,
+// or that exists without Vidra's marks.
+func (c *Controller) checkOwner(vr *v1alpha1.VidraResource, live *unstructured.Unstructured, p *planned) *objectError {
+	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
+	if uid == string(vr.UID) {
+		return nil
+	}
+	if uid == "" {
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
+			err: errors.New("exists and is not managed by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
+	}
+	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
+	if key, ok := ownerKey(owner); ok {
+		if other, err := c.lister.VidraResources(key.Namespace).Get(key.Name); err == nil && string(other.UID) == uid {
+			return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true,
+				err: fmt.Errorf("is managed by VidraResource %s; an object has one owner", owner)}
+		}
+	}
+	// The owner named on the object is gone (deleted without its finalizer
+	// running): the marks are stale and the object is free to adopt.
+	return nil
+}
+
+func ownerKey(annotation string) (key cacheKey, ok bool) {
+	ns, name, found := strings.Cut(annotation, "/")
+	if !found || ns == "" || name == "" {
+		return key, false
+	}
+	return cacheKey{Namespace: ns, Name: name}, true
+}
+
+// applyObject brings one object to its desired state. It makes no request
+// when the cached live object already matches: either it is the very version
+// Vidra last applied, or every field the manifest sets has its value and no
+// hand edit owns a field.
+func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objectError {
+	logger := klog.FromContext(ctx).WithValues("object", p.key.String())
+	fail := func(err error) *objectError { return classify(p, err) }
+
+	live, err := c.readLive(ctx, r, p)
+	if err != nil {
+		return fail(fmt.Errorf("read: %w", err))
+	}
+	if live != nil {
+		if oerr := c.checkOwner(r.vr, live, p); oerr != nil {
+			return oerr
+		}
+	}
+	hash := hashObject(p.obj)
+	rec, known := r.st.applied[p.key]
+	if live != nil {
+		edits := handEdited(live, r.cfg.OverrideManagers)
+		switch {
+		case len(edits) > 0:
+			logger.V(2).Info("Taking back a hand edit", "managers", edits)
+			if err := c.takeOver(ctx, r, p, live); err != nil {
+				return fail(fmt.Errorf("take back fields of %s: %w", strings.Join(edits, ", "), err))
+			}
+		case known && rec.rv == live.GetResourceVersion() && rec.hash == hash:
+			p.applied = true
+			return nil
+		case isSubset(p.obj.Object, live.Object):
+			r.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
+			p.applied = true
+			return nil
+		}
+	}
+
+	resp, err := c.apply(ctx, r, p)
+	if err != nil && isImmutable(err) && r.vr.Spec.Force && live != nil {
+		logger.Info("Recreating object to change an immutable field (spec.force)")
+		if err := c.recreate(ctx, r, p, live); err != nil {
+			return fail(err)
+		}
+		resp, err = c.apply(ctx, r, p)
+	}
+	if err != nil {
+		c.metrics.Applies.WithLabelValues("error").Inc()
+		return fail(err)
+	}
+	c.metrics.Applies.WithLabelValues("success").Inc()
+	r.st.applied[p.key] = appliedRecord{hash: hash, rv: resp.GetResourceVersion()}
+	p.applied = true
+	if live != nil && resp.GetResourceVersion() == live.GetResourceVersion() {
+		return nil
+	}
+	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	r.out.changed++
+	switch {
+	case live == nil:
+		r.out.created++
+	default:
+		r.out.configured++
+	}
+	// Drift: an object Vidra already manages, changed while the manifest
+	// did not, had to be written again.
+	if p.inventory && r.vr.Generation == r.vr.Status.ObservedGeneration {
+		how := "edited"
+		if live == nil {
+			how = "deleted"
+		}
+		r.out.drifted = append(r.out.drifted, fmt.Sprintf("%s (%s)", p.key, how))
+		c.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()
+	}
+	return nil
+}
+
+func (c *Controller) apply(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {
+	force := true
+	return r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Apply(ctx, p.obj.GetName(), p.obj,
+		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: force})
+}
+
+// takeOver hands the fields of hand-edit managers to Vidra (see
+// takeOverManagedFields), guarded by the resourceVersion it read, so that a
+// concurrent write makes it fail and retry rather than lose that write.
+func (c *Controller) takeOver(ctx context.Context, r *run, p *planned, cached *unstructured.Unstructured) error {
+	client := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
+	// The cache trims status writers' entries; managedFields are written
+	// whole, so read them whole.
+	live, err := client.Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	entries, ok := takeOverManagedFields(live.GetManagedFields(), r.cfg.OverrideManagers, v1alpha1.FieldManager, live.GetAPIVersion(), metav1.NewTime(c.clock.Now()))
+	if !ok {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+		{"op": "replace", "path": "/metadata/managedFields", "value": entries},
+	})
+	if err != nil {
+		return err
+	}
+	resp, err := client.Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		return err
+	}
+	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	return nil
+}
+
+// recreate deletes the object and waits until it is gone, so that the apply
+// that follows creates it with the new immutable fields.
+func (c *Controller) recreate(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured) error {
+	client := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
+	c.registry.ExpectDelete(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName())
+	uid := live.GetUID()
+	bg := metav1.DeletePropagationBackground
+	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete to recreate: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && got.GetUID() != uid, nil
+	})
+}
+
+func isImmutable(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(strings.ToLower(err.Error()), "immutable")
+}
+
+// classify maps an API error to the condition reason a person acts on, and
+// decides whether a retry with backoff can succeed without them.
+func classify(p *planned, err error) *objectError {
+	oe := &objectError{key: p.key, index: p.index, err: err, reason: v1alpha1.ReasonApplyFailed, retry: true}
+	msg := err.Error()
+	switch {
+	case meta.IsNoMatchError(err):
+		oe.reason = v1alpha1.ReasonUnknownKind
+	case apierrors.IsNotFound(err) && p.obj.GetNamespace() != "" && strings.Contains(msg, "namespaces"):
+		oe.reason = v1alpha1.ReasonNamespaceNotFound
+		oe.err = fmt.Errorf("namespace %q does not exist", p.obj.GetNamespace())
+	case apierrors.IsForbidden(err):
+		oe.reason = v1alpha1.ReasonForbidden
+	case isImmutable(err):
+		oe.reason, oe.retry = v1alpha1.ReasonImmutableField, false
+		oe.err = fmt.Errorf("%w (set spec.force to let Vidra recreate the object)", err)
+	case apierrors.IsRequestEntityTooLargeError(err), apierrors.IsInvalid(err) && strings.Contains(msg, "Too long"):
+		oe.reason, oe.retry = v1alpha1.ReasonManifestTooLarge, false
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		oe.retry = false
+	}
+	return oe
+}
+
+// applyStage applies objects in order, stopping at nothing: every object
+// gets its chance and every failure is reported.
+func (c *Controller) applyStage(ctx context.Context, r *run, objs []*planned) {
+	for _, p := range objs {
+		if oe := c.applyObject(ctx, r, p); oe != nil {
+			r.out.errs = append(r.out.errs, oe)
+		}
+	}
+}
+
+// waitEstablished waits briefly for CRDs of this manifest to be served, so
+// that their custom resources can be applied in the same reconcile. A CRD
+// that takes longer fails this reconcile, which retries with backoff.
+func (c *Controller) waitEstablished(ctx context.Context, r *run, crds []*planned) *objectError {
+	for _, p := range crds {
+		if !p.applied {
+			continue
+		}
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			u, err := r.dest.client.Resource(p.gvr).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, cond := range conds {
+				m, _ := cond.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonWaitingForCRD, retry: true,
+				err: errors.New("CustomResourceDefinition is not Established yet")}
+		}
+	}
+	if len(crds) > 0 {
+		r.dest.mapper.refresh(true)
+	}
+	return nil
+}
+
+// isStageZero reports CRDs and Namespaces, which other objects depend on.
+func isStageZero(o manifest.Object) bool { return manifest.Stage(o.Object) == 0 }
+
+func isCRD(u *unstructured.Unstructured) bool {
+	return u.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+}

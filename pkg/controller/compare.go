@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// isSubset reports whether every field desired sets has the same value in
+// live. Fields desired does not set are ignored: other controllers and the
+// API server's defaults own them. A null in desired asks for the field to be
+// absent. Lists must have the same length, element by element, since server-
+// side apply keeps the order of the lists it merges.
+func isSubset(desired, live any) bool {
+	switch d := desired.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, dv := range d {
+			lv, present := l[k]
+			if dv == nil {
+				if present && lv != nil {
+					return false
+				}
+				continue
+			}
+			if !present || !isSubset(dv, lv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(d) {
+			return false
+		}
+		for i := range d {
+			if !isSubset(d[i], l[i]) {
+				return false
+			}
+		}
+		return true
+	case int64, float64, int, int32:
+		return numberEqual(d, live)
+	default:
+		return desired == live
+	}
+}
+
+func numberEqual(a, b any) bool {
+	af, aok := toFloat(a)
+	bf, bok := toFloat(b)
+	return aok && bok && af == bf
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// hashObject fingerprints a desired object; encoding/json sorts map keys, so
+// equal objects hash equally.
+func hashObject(u *unstructured.Unstructured) uint64 {
+	data, _ := json.Marshal(u.Object)
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return h.Sum64()
+}
+
+// handEdited returns the managers among overrides that own fields of live.
+func handEdited(live *unstructured.Unstructured, overrides []string) []string {
+	var found []string
+	for _, e := range live.GetManagedFields() {
+		if slices.Contains(overrides, e.Manager) && !slices.Contains(found, e.Manager) {
+			found = append(found, e.Manager)
+		}
+	}
+	return found
+}
+
+// takeOverManagedFields rewrites managedFields so that the fields owned by
+// the hand-edit managers become Vidra's, in its Apply entry. The apply that
+// follows then removes those of them the manifest does not set (server-side
+// apply deletes fields their sole owner stops applying) and restores the rest.
+// ok is false when there is nothing to take over.
+func takeOverManagedFields(entries []metav1.ManagedFieldsEntry, overrides []string, manager, apiVersion string, now metav1.Time) (out []metav1.ManagedFieldsEntry, ok bool) {
+	merged := map[string]any{}
+	var keep []metav1.ManagedFieldsEntry
+	vidraAt := -1
+	for _, e := range entries {
+		if slices.Contains(overrides, e.Manager) {
+			ok = true
+			if e.FieldsV1 != nil {
+				var set map[string]any
+				if json.Unmarshal(e.FieldsV1.Raw, &set) == nil {
+					mergeFieldSets(merged, set)
+				}
+			}
+			continue
+		}
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			vidraAt = len(keep)
+		}
+		keep = append(keep, e)
+	}
+	if !ok {
+		return entries, false
+	}
+	if vidraAt < 0 {
+		keep = append(keep, metav1.ManagedFieldsEntry{
+			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: apiVersion,
+			Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")},
+		})
+		vidraAt = len(keep) - 1
+	}
+	own := map[string]any{}
+	if f := keep[vidraAt].FieldsV1; f != nil {
+		_ = json.Unmarshal(f.Raw, &own)
+	}
+	mergeFieldSets(own, merged)
+	raw, _ := json.Marshal(own)
+	keep[vidraAt].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	return keep, true
+}
+
+// mergeFieldSets adds the field set src (the FieldsV1 trie: keys such as
+// "f:metadata" map to sub-sets, "." marks the node itself) into dst.
+func mergeFieldSets(dst, src map[string]any) {
+	for k, v := range src {
+		sv, _ := v.(map[string]any)
+		dv, exists := dst[k].(map[string]any)
+		if !exists {
+			dv = map[string]any{}
+			dst[k] = dv
+		}
+		mergeFieldSets(dv, sv)
+	}
+}

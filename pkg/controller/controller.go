@@ -1,0 +1,404 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/config"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
+	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
+	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// Clients are the API clients of the cluster Vidra runs in.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Vidra   versioned.Interface
+	Dynamic dynamic.Interface
+	// Config is the operator's client configuration; impersonating clients
+	// for serviceAccountName are derived from it.
+	Config *rest.Config
+}
+
+// Options tune a Controller. Zero values take the documented defaults.
+type Options struct {
+	// Namespace is the operator's own namespace.
+	Namespace string
+	// DefaultServiceAccount is impersonated for resources that name none.
+	DefaultServiceAccount string
+	// Config returns the settings in force; nil means config.Default.
+	Config func() *config.Config
+	// Recorder records Events on VidraResources; nil discards them.
+	Recorder record.EventRecorder
+	// Registerer receives the controller's and the watch registry's metrics.
+	Registerer prometheus.Registerer
+	// Clock is injectable for tests.
+	Clock clock.WithTicker
+	// Linger is how long an informer nobody needs keeps running; default 2m.
+	Linger time.Duration
+	// OnReconcile, if set, is called after every reconcile with its key,
+	// trigger and result ("success", "error", "conflict"); tests count
+	// reconciles with it.
+	OnReconcile func(key cache.ObjectName, trigger Trigger, result string)
+	// MaxRetries caps the rate-limited retries of one failing key; after
+	// that it waits for the next interval or event. Default 20.
+	MaxRetries int
+}
+
+// Controller reconciles VidraResources.
+type Controller struct {
+	clients  Clients
+	lister   listers.VidraResourceLister
+	synced   cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	registry *watchregistry.Registry[cache.ObjectName]
+	dests    *destinations
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.WithTicker
+	config   func() *config.Config
+	opts     Options
+
+	mu       sync.Mutex
+	triggers map[cache.ObjectName]map[Trigger]time.Time
+	state    map[cache.ObjectName]*resourceState
+}
+
+// NewController wires the VidraResource informer, the work queue and the watch
+// registry. Start the informer factory, then Run.
+func NewController(ctx context.Context, clients Clients, vrInformer informers.VidraResourceInformer, opts Options) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	if opts.Config == nil {
+		def := config.Default()
+		opts.Config = func() *config.Config { return def }
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = &record.FakeRecorder{}
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 20
+	}
+	c := &Controller{
+		clients: clients,
+		lister:  vrInformer.Lister(),
+		synced:  vrInformer.Informer().HasSynced,
+		// Per-item exponential backoff from 200ms to 5m: an unknown kind or an
+		// unreachable destination is retried soon, then ever more patiently.
+		// The overall bucket keeps a burst of failures (a CRD deleted under
+		// hundreds of resources) from hammering the API server.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
+				&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: newLimiter(50, 300)},
+			),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "vidraresources", Clock: opts.Clock},
+		),
+		recorder: opts.Recorder,
+		metrics:  NewMetrics(opts.Registerer),
+		clock:    opts.Clock,
+		config:   opts.Config,
+		opts:     opts,
+		triggers: map[cache.ObjectName]map[Trigger]time.Time{},
+		state:    map[cache.ObjectName]*resourceState{},
+	}
+
+	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
+		LabelSelector:    labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}).String(),
+		Linger:           opts.Linger,
+		Map:              c.ownerOf,
+		Enqueue:          func(key cache.ObjectName, _ watchregistry.Event) { c.enqueue(key, TriggerEvent) },
+		Transform:        cacheTransform,
+		Clock:            opts.Clock,
+		Logger:           logger.WithName("watchregistry"),
+		MetricsNamespace: "vidra_watchregistry",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create watch registry: %w", err)
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(reg); err != nil {
+			return nil, fmt.Errorf("register watch registry metrics: %w", err)
+		}
+	}
+	c.registry = reg
+	c.dests = newDestinations(clients, reg, opts.Clock)
+
+	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			t := TriggerEvent
+			if isInInitialList {
+				t = TriggerStartup
+			}
+			c.enqueueObject(obj, t)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if t, ok := updateTrigger(oldObj.(*v1alpha1.VidraResource), newObj.(*v1alpha1.VidraResource)); ok {
+				c.enqueueObject(newObj, t)
+			}
+		},
+		DeleteFunc: func(obj any) { c.enqueueObject(obj, TriggerEvent) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch VidraResources: %w", err)
+	}
+	return c, nil
+}
+
+// updateTrigger decides whether an update of a VidraResource needs a
+// reconcile. Status writes (Vidra's own above all) and metadata-only changes
+// such as the finalizer Vidra adds do not: reacting to them would loop.
+func updateTrigger(old, cur *v1alpha1.VidraResource) (Trigger, bool) {
+	switch {
+	case old.Annotations[v1alpha1.RequestedAtAnnotation] != cur.Annotations[v1alpha1.RequestedAtAnnotation]:
+		return TriggerRequested, true
+	case old.Generation != cur.Generation,
+		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp),
+		cur.DeletionTimestamp != nil && len(old.Finalizers) != len(cur.Finalizers),
+		old.UID != cur.UID:
+		return TriggerEvent, true
+	}
+	return "", false
+}
+
+// Run starts the watch registry and workers, blocks until ctx ends, then
+// shuts the queue down and waits for the workers and the registry.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.queue.ShutDown()
+	wg.Go(func() { c.registry.Run(ctx) })
+
+	logger.Info("Waiting for informer caches to sync")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
+		return errors.New("VidraResource informer did not sync")
+	}
+	logger.Info("Starting workers", "count", workers)
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down workers")
+	return nil
+}
+
+// HasSynced reports whether the VidraResource cache is synced; /readyz uses it.
+func (c *Controller) HasSynced() bool { return c.synced() }
+
+// Registry exposes the watch registry, for stats and tests.
+func (c *Controller) Registry() *watchregistry.Registry[cache.ObjectName] { return c.registry }
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	trigger := c.takeTrigger(key)
+	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
+	ctx = klog.NewContext(ctx, logger)
+	start := c.clock.Now()
+	logger.V(4).Info("Reconcile started")
+	res, err := c.sync(ctx, key)
+	elapsed := c.clock.Since(start)
+
+	result := "success"
+	switch {
+	case err == nil && res.conflict:
+		result = "conflict"
+	case err != nil && apierrors.IsConflict(err):
+		result = "conflict"
+	case err != nil:
+		result = "error"
+	}
+	c.metrics.Reconciles.WithLabelValues(result, string(trigger)).Inc()
+	c.metrics.ReconcileSeconds.WithLabelValues(result).Observe(elapsed.Seconds())
+	logger.V(4).Info("Reconcile finished", "duration", elapsed, "result", result)
+	if c.opts.OnReconcile != nil {
+		c.opts.OnReconcile(key, trigger, result)
+	}
+
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+		if res.requeueAfter > 0 {
+			c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
+		}
+	case apierrors.IsConflict(err):
+		// The cache was behind a write; the next read will be current.
+		c.queue.Forget(key)
+		c.enqueue(key, TriggerRetry)
+	case c.queue.NumRequeues(key) < c.opts.MaxRetries:
+		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", err, "retries", c.queue.NumRequeues(key))
+		c.addTrigger(key, TriggerRetry, c.clock.Now())
+		c.queue.AddRateLimited(key)
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping VidraResource out of the queue after retries", "retries", c.queue.NumRequeues(key))
+		c.queue.Forget(key)
+		if res.requeueAfter > 0 {
+			c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
+		}
+	}
+	return true
+}
+
+func (c *Controller) enqueueObject(obj any, t Trigger) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	key, err := cache.ObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.enqueue(key, t)
+}
+
+func (c *Controller) enqueue(key cache.ObjectName, t Trigger) {
+	c.addTrigger(key, t, c.clock.Now())
+	c.queue.Add(key)
+}
+
+func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Duration) {
+	c.addTrigger(key, t, c.clock.Now().Add(d))
+	c.queue.AddAfter(key, d)
+}
+
+// addTrigger records why key was queued. A trigger due later than an equal
+// one already recorded is dropped: the queue, too, keeps the earliest.
+func (c *Controller) addTrigger(key cache.ObjectName, t Trigger, due time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.triggers[key]
+	if m == nil {
+		m = map[Trigger]time.Time{}
+		c.triggers[key] = m
+	}
+	if prev, ok := m[t]; !ok || due.Before(prev) {
+		m[t] = due
+	}
+}
+
+// takeTrigger removes and returns the most significant trigger that is due.
+func (c *Controller) takeTrigger(key cache.ObjectName) Trigger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.triggers[key]
+	// A little slack: the delaying queue may hand out an item a hair before
+	// the clock reads its due time.
+	now := c.clock.Now().Add(10 * time.Millisecond)
+	var picked Trigger
+	for _, t := range triggerOrder {
+		if due, ok := m[t]; ok && !due.After(now) {
+			if picked == "" {
+				picked = t
+			}
+			delete(m, t)
+		}
+	}
+	if len(m) == 0 {
+		delete(c.triggers, key)
+	}
+	if picked == "" {
+		picked = TriggerEvent
+	}
+	return picked
+}
+
+// ownerOf maps a watch event of a managed object to the VidraResource named in
+// its owned-by annotation, if that resource corrects drift on events.
+func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
+	if ev.Object == nil {
+		return nil
+	}
+	key, ok := ownerKey(ev.Object.GetAnnotations()[v1alpha1.OwnedByAnnotation])
+	if !ok {
+		return nil
+	}
+	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil
+	}
+	if uid := ev.Object.GetLabels()[v1alpha1.OwnerUIDLabel]; uid != string(vr.UID) {
+		return nil
+	}
+	if !c.eventMode(vr) {
+		return nil
+	}
+	return []cache.ObjectName{key}
+}
+
+func (c *Controller) eventMode(vr *v1alpha1.VidraResource) bool {
+	if p := vr.Spec.Destination.ReconcileOnEvents; p != nil {
+		return *p
+	}
+	return c.config().EventBased
+}
+
+// ConfigChanged re-schedules every resource's periodic re-check after the
+// configuration changed, so that a shorter interval applies at once rather
+// than after the old, longer one.
+func (c *Controller) ConfigChanged(old, cur *config.Config) {
+	if old != nil && old.RequeueAfter == cur.RequeueAfter && old.Jitter == cur.Jitter {
+		return
+	}
+	vrs, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, vr := range vrs {
+		if d := c.interval(vr); d > 0 {
+			c.enqueueAfter(cache.MetaObjectToName(vr), TriggerInterval, d)
+		}
+	}
+}
+
+// interval is the resource's periodic re-check with jitter; 0 means none.
+func (c *Controller) interval(vr *v1alpha1.VidraResource) time.Duration {
+	cfg := c.config()
+	d := cfg.RequeueAfter
+	if vr.Spec.Interval != nil {
+		d = vr.Spec.Interval.Duration
+	}
+	return config.Jittered(d, cfg.Jitter, rand.Float64)
+}
+
+func (c *Controller) event(vr *v1alpha1.VidraResource, warning bool, reason, format string, args ...any) {
+	t := corev1.EventTypeNormal
+	if warning {
+		t = corev1.EventTypeWarning
+	}
+	c.recorder.Eventf(vr, t, reason, format, args...)
+}

@@ -1,0 +1,352 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/internal/manifest"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// resourceState is what the controller remembers of one VidraResource
+// between reconciles. Only the worker holding the key touches it: the queue
+// never hands one key to two workers at once.
+type resourceState struct {
+	uid types.UID
+	// The parsed manifest of generation, so that event-driven reconciles do
+	// not parse it again.
+	generation int64
+	objects    []manifest.Object
+	parseErrs  manifest.ErrorList
+	// applied remembers, per object, the resourceVersion Vidra's last apply
+	// produced and the hash of what it applied: while both match, the object
+	// is in sync without comparing it field by field.
+	applied map[objectKey]appliedRecord
+}
+
+type appliedRecord struct {
+	hash uint64
+	rv   string
+}
+
+func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state[key]
+	if st == nil || st.uid != uid {
+		st = &resourceState{uid: uid, generation: -1, applied: map[objectKey]appliedRecord{}}
+		c.state[key] = st
+	}
+	return st
+}
+
+// forget drops everything held for a VidraResource that is gone.
+func (c *Controller) forget(key cacheKey) {
+	c.registry.Forget(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.state, key)
+}
+
+func (st *resourceState) parse(vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
+	if st.generation != vr.Generation {
+		st.objects, st.parseErrs = manifest.Parse(vr.Spec.Manifest)
+		st.generation = vr.Generation
+	}
+	return st.objects, st.parseErrs
+}
+
+// run is the working set of one reconcile.
+type run struct {
+	vr   *v1alpha1.VidraResource
+	st   *resourceState
+	cfg  *config.Config
+	dest *destination
+	out  outcome
+}
+
+// outcome is what a reconcile did and what went wrong.
+type outcome struct {
+	changed, created, configured int
+	drifted                      []string
+	pruned                       []string
+	errs                         []*objectError
+	// inventory is the status.managedResources to write.
+	inventory []v1alpha1.ManagedResource
+}
+
+func (o *outcome) retryable() bool {
+	for _, e := range o.errs {
+		if !e.retry {
+			return false
+		}
+	}
+	return len(o.errs) > 0
+}
+
+// syncResult tells processNextWorkItem when to come back.
+type syncResult struct {
+	requeueAfter   time.Duration
+	requeueTrigger Trigger
+	conflict       bool
+}
+
+// sync reconciles one VidraResource. It returns an error to be retried with
+// backoff; failures a retry cannot fix are reported in status and return nil.
+func (c *Controller) sync(ctx context.Context, key cacheKey) (syncResult, error) {
+	cached, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.forget(key)
+		return syncResult{}, nil
+	}
+	if err != nil {
+		return syncResult{}, err
+	}
+	vr := cached.DeepCopy()
+	st := c.stateFor(key, vr.UID)
+
+	if vr.DeletionTimestamp != nil {
+		return c.finalize(ctx, key, vr, st)
+	}
+	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
+		if vr, err = c.setFinalizer(ctx, vr, true); err != nil {
+			return syncResult{}, err
+		}
+	}
+	if vr.Spec.Suspend {
+		c.registry.Forget(key)
+		return syncResult{}, c.writeSuspended(ctx, vr)
+	}
+
+	r := &run{vr: vr, st: st, cfg: c.config()}
+	c.reconcile(ctx, key, r)
+	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
+	for _, e := range r.out.errs {
+		res.conflict = res.conflict || e.conflict
+	}
+	if err := c.writeStatus(ctx, r); err != nil {
+		return res, err
+	}
+	if r.out.retryable() {
+		return res, errors.Join(errsOf(r.out.errs)...)
+	}
+	return res, nil
+}
+
+func errsOf(errs []*objectError) []error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return out
+}
+
+// reconcile is the level-triggered core: desired state from the manifest,
+// actual state from caches, and the writes that close the gap.
+func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
+	logger := klog.FromContext(ctx)
+	vr := r.vr
+	previous := inventorySet(vr.Status.ManagedResources)
+	// Until the manifest is understood, the inventory stays as it was.
+	r.out.inventory = vr.Status.ManagedResources
+
+	dest, err := c.dests.resolve(vr, c.opts.DefaultServiceAccount)
+	if err != nil {
+		r.out.errs = append(r.out.errs, &objectError{index: -1, reason: v1alpha1.ReasonDestinationError, retry: true, err: err})
+		return
+	}
+	r.dest = dest
+
+	objs, perrs := r.st.parse(vr)
+	if len(perrs) > 0 {
+		r.out.errs = append(r.out.errs, manifestErrors(perrs)...)
+		return
+	}
+	resolved, rerrs := manifest.Resolve(objs, defaultNamespace(vr), dest.mapper.namespaced)
+	if len(rerrs) > 0 {
+		r.out.errs = append(r.out.errs, manifestErrors(rerrs)...)
+		if !rerrs.Transient() {
+			// A broken manifest changes nothing: not even its valid objects
+			// are applied, so that a half-edited manifest never half-applies.
+			return
+		}
+	}
+	manifest.Sort(resolved)
+
+	var stage0, stage1, crds []*planned
+	for _, o := range resolved {
+		p := &planned{obj: mark(o.Object, vr), index: o.Index, line: o.Line}
+		p.key = keyOf(p.obj)
+		p.inventory = previous[p.key]
+		if isStageZero(o) {
+			stage0 = append(stage0, p)
+			if isCRD(p.obj) {
+				crds = append(crds, p)
+			}
+		} else {
+			stage1 = append(stage1, p)
+		}
+	}
+
+	// Stage 0: Namespaces and CRDs, which the rest may need. Kinds of CRDs
+	// in this manifest cannot be mapped before those CRDs are served, so the
+	// first mapping of stage 1 reports nothing.
+	all := append(slices.Clone(stage0), stage1...)
+	c.mapAll(r, stage0, true)
+	c.mapAll(r, stage1, false)
+	c.track(ctx, key, r, all)
+	c.applyStage(ctx, r, mapped(stage0))
+	if oe := c.waitEstablished(ctx, r, crds); oe != nil {
+		r.out.errs = append(r.out.errs, oe)
+	}
+	if len(mapped(stage1)) < len(stage1) {
+		c.mapAll(r, stage1, true)
+		c.track(ctx, key, r, all)
+	}
+	c.applyStage(ctx, r, mapped(stage1))
+
+	desired := map[objectKey]bool{}
+	for _, p := range all {
+		desired[p.key] = true
+	}
+	inventory := make([]v1alpha1.ManagedResource, 0, len(all))
+	for _, p := range all {
+		if p.applied || p.inventory {
+			inventory = append(inventory, managedResource(p.obj))
+		}
+	}
+	if len(r.out.errs) > 0 {
+		// Nothing is pruned in a reconcile in which anything failed: the
+		// objects that left the manifest stay in the inventory.
+		for _, m := range vr.Status.ManagedResources {
+			if !desired[inventoryKey(m)] {
+				inventory = append(inventory, m)
+			}
+		}
+		r.out.inventory = inventory
+		return
+	}
+	kept := c.prune(ctx, r, desired)
+	r.out.inventory = append(inventory, kept...)
+	logger.V(3).Info("Reconciled", "objects", len(all), "changed", r.out.changed, "pruned", len(r.out.pruned))
+}
+
+// mapAll resolves the resource of each object not mapped yet; with report,
+// an unknown kind is an error of that object alone.
+func (c *Controller) mapAll(r *run, objs []*planned, report bool) {
+	for _, p := range objs {
+		if !p.gvr.Empty() {
+			continue
+		}
+		m, err := r.dest.mapper.mapping(p.obj.GroupVersionKind())
+		if err != nil {
+			if report {
+				r.out.errs = append(r.out.errs, classify(p, fmt.Errorf("map kind: %w", err)))
+			}
+			continue
+		}
+		p.gvr = m.Resource
+	}
+}
+
+func mapped(objs []*planned) []*planned {
+	var out []*planned
+	for _, p := range objs {
+		if !p.gvr.Empty() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// track tells the watch registry which resources this VidraResource needs
+// watched. Informers are cluster-wide and label-scoped: one per type serves
+// every resource, however many namespaces they write to.
+func (c *Controller) track(ctx context.Context, key cacheKey, r *run, objs []*planned) {
+	seen := map[schema.GroupVersionResource]bool{}
+	var refs []watchregistry.Ref
+	for _, p := range objs {
+		if p.gvr.Empty() || seen[p.gvr] {
+			continue
+		}
+		seen[p.gvr] = true
+		refs = append(refs, watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr})
+	}
+	if err := c.registry.Track(key, refs); err != nil {
+		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
+	}
+}
+
+func managedResource(u interface {
+	GetAPIVersion() string
+	GetKind() string
+	GetNamespace() string
+	GetName() string
+}) v1alpha1.ManagedResource {
+	return v1alpha1.ManagedResource{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func inventoryKey(m v1alpha1.ManagedResource) objectKey {
+	gv, _ := schema.ParseGroupVersion(m.APIVersion)
+	return objectKey{group: gv.Group, kind: m.Kind, namespace: m.Namespace, name: m.Name}
+}
+
+func inventorySet(items []v1alpha1.ManagedResource) map[objectKey]bool {
+	set := make(map[objectKey]bool, len(items))
+	for _, m := range items {
+		set[inventoryKey(m)] = true
+	}
+	return set
+}
+
+// manifestErrors turns parse and resolve errors into object errors, keeping
+// their document index and line in the message.
+func manifestErrors(errs manifest.ErrorList) []*objectError {
+	out := make([]*objectError, 0, len(errs))
+	transient := errs.Transient()
+	for _, e := range errs {
+		out = append(out, &objectError{index: e.Index, reason: e.Reason, retry: transient, err: e})
+	}
+	return out
+}
+
+// setFinalizer adds or removes Vidra's finalizer with a merge patch that
+// carries the resourceVersion read, so it fails rather than overwrite a
+// concurrent change of the list.
+func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResource, add bool) (*v1alpha1.VidraResource, error) {
+	finalizers := slices.DeleteFunc(slices.Clone(vr.Finalizers), func(f string) bool { return f == v1alpha1.Finalizer })
+	if add {
+		finalizers = append(finalizers, v1alpha1.Finalizer)
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"finalizers":%s}}`, vr.ResourceVersion, jsonList(finalizers))
+	out, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("update finalizer of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	return out, nil
+}
+
+func jsonList(items []string) string {
+	if len(items) == 0 {
+		return "null"
+	}
+	b := []byte("[")
+	for i, s := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%q", s)
+	}
+	return string(append(b, ']'))
+}

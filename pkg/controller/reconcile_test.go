@@ -1,0 +1,368 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+func configMap(name string, data map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n", name)
+	for k, v := range data {
+		fmt.Fprintf(&b, "  %s: %q\n", k, v)
+	}
+	return b.String()
+}
+
+const serviceDoc = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+    - name: http
+      port: 80
+`
+
+const deploymentDoc = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: web
+          image: registry.k8s.io/pause:3.10
+`
+
+func docs(parts ...string) string { return strings.Join(parts, "---\n") }
+
+func TestCreateAppliesObjectsAndReportsReady(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "app", docs(configMap("settings", map[string]string{"a": "1"}), serviceDoc, deploymentDoc))
+	vr := waitReady(t, ns, "app")
+
+	if vr.Status.DeployState != v1alpha1.DeployStateSucceeded || vr.Status.ManagedCount != 3 || len(vr.Status.ManagedResources) != 3 {
+		t.Fatalf("status = %+v", vr.Status)
+	}
+	if vr.Status.LastSyncTime == nil {
+		t.Error("lastSyncTime not set after the first apply")
+	}
+	if len(vr.Finalizers) != 1 || vr.Finalizers[0] != v1alpha1.Finalizer {
+		t.Errorf("finalizers = %v", vr.Finalizers)
+	}
+	cm := waitObject(t, configMaps, ns, "settings", "exists", exists)
+	if cm.GetLabels()[v1alpha1.ManagedByLabel] != "vidra" || cm.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) ||
+		cm.GetAnnotations()[v1alpha1.OwnedByAnnotation] != ns+"/app" {
+		t.Errorf("marks missing: labels %v annotations %v", cm.GetLabels(), cm.GetAnnotations())
+	}
+	for _, e := range cm.GetManagedFields() {
+		if e.Manager == "vidra" && e.Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("vidra wrote with %s, want server-side apply", e.Operation)
+		}
+	}
+	waitObject(t, services, ns, "web", "exists", exists)
+	waitObject(t, deployments, ns, "web", "exists", exists)
+}
+
+func TestManifestUpdateUpdatesObjects(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "upd", configMap("settings", map[string]string{"a": "1"}))
+	waitReady(t, ns, "upd")
+	updateVR(t, ns, "upd", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = configMap("settings", map[string]string{"a": "2", "b": "3"})
+	})
+	waitObject(t, configMaps, ns, "settings", "got the new data", func(o *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		return o != nil && d["a"] == "2" && d["b"] == "3"
+	})
+	waitReady(t, ns, "upd")
+}
+
+func TestRemovedObjectIsPruned(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "prune", docs(configMap("keep", nil), configMap("drop", nil)))
+	waitReady(t, ns, "prune")
+	updateVR(t, ns, "prune", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = configMap("keep", nil) })
+	waitObject(t, configMaps, ns, "drop", "was pruned", gone)
+	vr := waitReady(t, ns, "prune")
+	if vr.Status.ManagedCount != 1 {
+		t.Fatalf("inventory = %+v", vr.Status.ManagedResources)
+	}
+	waitObject(t, configMaps, ns, "keep", "exists", exists)
+}
+
+func TestPruneDisabledReleasesObjects(t *testing.T) {
+	ns := namespace(t)
+	no := false
+	createVR(t, ns, "noprune", docs(configMap("keep", nil), configMap("left", nil)), func(vr *v1alpha1.VidraResource) { vr.Spec.Prune = &no })
+	waitReady(t, ns, "noprune")
+	updateVR(t, ns, "noprune", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = configMap("keep", nil) })
+	waitObject(t, configMaps, ns, "left", "lost Vidra's marks", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetLabels()[v1alpha1.OwnerUIDLabel] == ""
+	})
+}
+
+func TestDeletedConfigMapIsRestored(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "drift", configMap("settings", map[string]string{"a": "1"}))
+	waitReady(t, ns, "drift")
+	cm := waitObject(t, configMaps, ns, "settings", "exists", exists)
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "settings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "settings", "was restored", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetUID() != cm.GetUID()
+	})
+}
+
+func TestEditedConfigMapDataIsRestored(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "drift", configMap("settings", map[string]string{"a": "1"}))
+	waitReady(t, ns, "drift")
+	patch := []byte(`{"data":{"a":"hacked","extra":"x"}}`)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(t.Context(), "settings", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "settings", "had its data restored", func(o *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		_, extra := d["extra"]
+		return d["a"] == "1" && !extra
+	})
+}
+
+func TestLabelAddedToServiceIsRemoved(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "drift", serviceDoc)
+	waitReady(t, ns, "drift")
+	patch := []byte(`{"metadata":{"labels":{"hand":"made"}}}`)
+	if _, err := kube.CoreV1().Services(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-label"}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, services, ns, "web", "lost the hand-made label", func(o *unstructured.Unstructured) bool {
+		_, ok := o.GetLabels()["hand"]
+		return o != nil && !ok && o.GetLabels()[v1alpha1.ManagedByLabel] == "vidra"
+	})
+}
+
+func TestEditedDeploymentReplicasAreRestored(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "drift", deploymentDoc)
+	waitReady(t, ns, "drift")
+	patch := []byte(`{"spec":{"replicas":5}}`)
+	if _, err := kube.AppsV1().Deployments(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, deployments, ns, "web", "got its replicas back", func(o *unstructured.Unstructured) bool {
+		r, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+		return r == 2
+	})
+}
+
+func TestFieldsOfOtherControllersAreLeftAlone(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "share", serviceDoc)
+	waitReady(t, ns, "share")
+	// A controller (not a person) adds an annotation the manifest does not set.
+	patch := []byte(`{"metadata":{"annotations":{"injected.example.com/by":"mesh"}}}`)
+	if _, err := kube.CoreV1().Services(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "mesh-injector"}); err != nil {
+		t.Fatal(err)
+	}
+	updateVR(t, ns, "share", func(vr *v1alpha1.VidraResource) {
+		vr.Annotations = map[string]string{v1alpha1.RequestedAtAnnotation: "share-1"}
+	})
+	waitVR(t, ns, "share", "handled the request", func(vr *v1alpha1.VidraResource) bool { return vr.Status.LastHandledReconcileAt == "share-1" })
+	svc, err := kube.CoreV1().Services(ns).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Annotations["injected.example.com/by"] != "mesh" {
+		t.Fatalf("a controller's annotation was removed: %v", svc.Annotations)
+	}
+}
+
+func TestStatusOnlyUpdatesCauseNoReconcile(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "churn", deploymentDoc)
+	waitReady(t, ns, "churn")
+	_, before := reconciles.of(ns, "churn")
+	for i := range 50 {
+		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status.ObservedGeneration = int64(i + 1)
+		d.Status.Replicas = int32(i % 3)
+		if _, err := kube.AppsV1().Deployments(ns).UpdateStatus(t.Context(), d, metav1.UpdateOptions{FieldManager: "fake-controller"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A marker write after the churn: once its reconcile is seen, every
+	// status event before it has been through the watch too.
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "marker"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stays(t, time.Second, "no reconcile", func() bool {
+		_, now := reconciles.of(ns, "churn")
+		return now == before
+	})
+}
+
+func TestOwnWritesCauseNoLoop(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "quiet", docs(configMap("a", nil), serviceDoc, deploymentDoc))
+	waitReady(t, ns, "quiet")
+	// Let the watch events of the first apply arrive, then expect silence.
+	settled := settle(t, ns, "quiet")
+	stays(t, 2*time.Second, "idle", func() bool {
+		_, now := reconciles.of(ns, "quiet")
+		return now == settled
+	})
+	if by, n := reconciles.of(ns, "quiet"); n > 3 {
+		t.Errorf("%d reconciles (%v) to converge one resource; own writes are feeding back", n, by)
+	}
+}
+
+// settle waits until the reconcile count of a resource stops moving for
+// half a second and returns it.
+func settle(t *testing.T, ns, name string) int {
+	t.Helper()
+	_, last := reconciles.of(ns, name)
+	stable := time.Now()
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, n := reconciles.of(ns, name)
+		if n != last {
+			last, stable = n, time.Now()
+		}
+		return time.Since(stable) > 500*time.Millisecond, nil
+	})
+	if err != nil {
+		by, _ := reconciles.of(ns, name)
+		t.Fatalf("reconciles of %s/%s never settle: %v", ns, name, by)
+	}
+	return last
+}
+
+func TestRequestedAtTriggersReconcileAndIsEchoed(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "req", configMap("a", nil))
+	waitReady(t, ns, "req")
+	updateVR(t, ns, "req", func(vr *v1alpha1.VidraResource) {
+		vr.Annotations = map[string]string{v1alpha1.RequestedAtAnnotation: "2026-11-21T10:00:00Z"}
+	})
+	waitVR(t, ns, "req", "echoed the request", func(vr *v1alpha1.VidraResource) bool {
+		return vr.Status.LastHandledReconcileAt == "2026-11-21T10:00:00Z"
+	})
+	if by, _ := reconciles.of(ns, "req"); by["requested"] != 1 {
+		t.Errorf("reconciles by trigger = %v, want one requested", by)
+	}
+}
+
+func TestSuspendStopsAndResumeRestores(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "susp", configMap("a", map[string]string{"k": "v"}))
+	waitReady(t, ns, "susp")
+	updateVR(t, ns, "susp", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = true })
+	waitVR(t, ns, "susp", "was suspended", func(vr *v1alpha1.VidraResource) bool {
+		return vr.Status.DeployState == v1alpha1.DeployStateStale && vr.Status.ObservedGeneration == vr.Generation
+	})
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stays(t, time.Second, "the deleted object stays deleted while suspended", func() bool {
+		_, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "a", metav1.GetOptions{})
+		return err != nil
+	})
+	updateVR(t, ns, "susp", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = false })
+	waitObject(t, configMaps, ns, "a", "was restored after resume", exists)
+	waitReady(t, ns, "susp")
+}
+
+func TestDeletionPolicyDeleteRemovesObjects(t *testing.T) {
+	ns := namespace(t)
+	target := ns + "-owned"
+	createVR(t, ns, "del", docs(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", target), configMap("a", nil)))
+	waitReady(t, ns, "del")
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "del", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "a", "was deleted", gone)
+	waitObject(t, namespaces, "", target, "was deleted", gone)
+	waitVRGone(t, ns, "del")
+}
+
+func TestDeletionPolicyOrphanLeavesObjectsUnmarked(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "orphan", configMap("a", nil), func(vr *v1alpha1.VidraResource) { vr.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan })
+	waitReady(t, ns, "orphan")
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "orphan", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "a", "was released", func(o *unstructured.Unstructured) bool {
+		l, a := o.GetLabels(), o.GetAnnotations()
+		return o != nil && l[v1alpha1.ManagedByLabel] == "" && l[v1alpha1.OwnerUIDLabel] == "" && a[v1alpha1.OwnedByAnnotation] == ""
+	})
+	waitVRGone(t, ns, "orphan")
+}
+
+func waitVRGone(t *testing.T, ns, name string) {
+	t.Helper()
+	waitObject(t, vrResource, ns, name, "went away", gone)
+}
+
+func TestConflictNamesTheOtherOwnerWithoutFlapping(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "first", configMap("shared", map[string]string{"from": "first"}))
+	waitReady(t, ns, "first")
+	createVR(t, ns, "second", configMap("shared", map[string]string{"from": "second"}))
+	vr := waitVR(t, ns, "second", "reported a conflict", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonOwnedByOther))
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); !strings.Contains(c.Message, ns+"/first") {
+		t.Fatalf("conflict does not name the owner: %q", c.Message)
+	}
+	cm := waitObject(t, configMaps, ns, "shared", "exists", exists)
+	stays(t, time.Second, "the object stays with its owner", func() bool {
+		cur, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "shared", metav1.GetOptions{})
+		return err == nil && cur.ResourceVersion == cm.GetResourceVersion() && cur.Data["from"] == "first"
+	})
+	waitReady(t, ns, "first")
+}
+
+func TestPreexistingUnmanagedObjectIsNotTakenOver(t *testing.T) {
+	ns := namespace(t)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Data: map[string]string{"owner": "human"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createVR(t, ns, "grab", configMap("mine", map[string]string{"owner": "vidra"}))
+	waitVR(t, ns, "grab", "reported the unmanaged object", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists))
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "mine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["owner"] != "human" || cm.Labels[v1alpha1.ManagedByLabel] != "" {
+		t.Fatalf("object was taken over: %+v", cm)
+	}
+}

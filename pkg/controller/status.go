@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// maxMessage bounds condition messages; etcd objects have a size limit and
+// people read only the start anyway.
+const maxMessage = 4096
+
+// writeStatus computes the status of a finished reconcile, records Events for
+// what changed, and writes the status only when it differs from what the
+// resource holds: a reconcile that changed nothing writes nothing.
+func (c *Controller) writeStatus(ctx context.Context, r *run) error {
+	vr := r.vr
+	now := metav1.NewTime(c.clock.Now())
+	st := vr.Status.DeepCopy()
+	st.ObservedGeneration = vr.Generation
+	st.ManagedResources = r.out.inventory
+	st.ManagedCount = int32(len(r.out.inventory))
+	if r.out.changed > 0 {
+		st.LastSyncTime = &now
+	}
+	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
+		st.LastHandledReconcileAt = v
+	}
+
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: truncate(msg), ObservedGeneration: vr.Generation, LastTransitionTime: now,
+		})
+	}
+	errs := r.out.errs
+	var conflicts []*objectError
+	for _, e := range errs {
+		if e.conflict {
+			conflicts = append(conflicts, e)
+		}
+	}
+	if len(conflicts) > 0 {
+		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, conflicts[0].reason, joinErrors(conflicts))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
+	}
+	switch {
+	case len(errs) == 0:
+		set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
+			fmt.Sprintf("%d objects applied and in sync", len(r.out.inventory)))
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+		st.DeployState = v1alpha1.DeployStateSucceeded
+	case r.out.retryable():
+		msg := joinErrors(errs)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
+		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "Retrying with backoff: "+msg)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+		st.DeployState = v1alpha1.DeployStateRunning
+	default:
+		msg := joinErrors(errs)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[0].reason, msg)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+		st.DeployState = v1alpha1.DeployStateFailed
+	}
+
+	c.recordEvents(r, st)
+	if equality.Semantic.DeepEqual(vr.Status, *st) {
+		return nil
+	}
+	vr.Status = *st
+	_, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).UpdateStatus(ctx, vr, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		return fmt.Errorf("update status of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	return nil
+}
+
+// recordEvents emits Events for what a person wants to see: writes that
+// happened, and failures when they first appear or change, never one per
+// no-op reconcile or per identical retry.
+func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
+	vr, out := r.vr, &r.out
+	if len(out.drifted) > 0 {
+		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.drifted, ", ")))
+	}
+	if n := out.created + out.configured - len(out.drifted); n > 0 {
+		c.event(vr, false, "Applied", "Applied %d objects (%d created, %d configured); %d managed", n, out.created, out.configured-len(out.drifted)+countEdited(out.drifted), len(out.inventory))
+	}
+	if len(out.pruned) > 0 {
+		c.event(vr, false, "Pruned", "Pruned %d objects: %s", len(out.pruned), truncate(strings.Join(out.pruned, ", ")))
+	}
+	if len(out.errs) == 0 {
+		return
+	}
+	prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+	cur := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	if prev != nil && prev.Status == cur.Status && prev.Reason == cur.Reason && prev.Message == cur.Message {
+		return
+	}
+	reason := "ApplyFailed"
+	switch {
+	case slices.ContainsFunc(out.errs, func(e *objectError) bool { return e.conflict }):
+		reason = "Conflict"
+	case out.errs[0].index >= 0 && out.errs[0].key == (objectKey{}):
+		reason = cur.Reason
+	}
+	c.event(vr, true, reason, "%s", cur.Message)
+}
+
+func countEdited(drifted []string) int {
+	n := 0
+	for _, d := range drifted {
+		if strings.HasSuffix(d, "(edited)") {
+			n++
+		}
+	}
+	return n
+}
+
+// writeSuspended records that the resource is suspended, once.
+func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResource) error {
+	st := vr.Status.DeepCopy()
+	st.DeployState = v1alpha1.DeployStateStale
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSuspended,
+		Message: "Reconciliation is suspended (spec.suspend); drift is not corrected", ObservedGeneration: vr.Generation,
+		LastTransitionTime: metav1.NewTime(c.clock.Now()),
+	})
+	st.ObservedGeneration = vr.Generation
+	if equality.Semantic.DeepEqual(vr.Status, *st) {
+		return nil
+	}
+	c.event(vr, false, "Suspended", "Reconciliation suspended")
+	vr.Status = *st
+	_, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).UpdateStatus(ctx, vr, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		return fmt.Errorf("update status of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	return nil
+}
+
+func joinErrors(errs []*objectError) string {
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		parts = append(parts, e.message())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e *objectError) message() string {
+	if e.key == (objectKey{}) {
+		return e.err.Error()
+	}
+	return e.Error()
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage-3] + "..."
+}
