@@ -53,6 +53,9 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Registerer receives the controller's and the watch registry's metrics.
 	Registerer prometheus.Registerer
+	// QueueMetrics, if set, receives the work queue's depth, latency and
+	// retries (client-go's workqueue metrics).
+	QueueMetrics workqueue.MetricsProvider
 	// Clock is injectable for tests.
 	Clock clock.WithTicker
 	// Linger is how long an informer nobody needs keeps running; default 2m.
@@ -115,7 +118,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 				workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
 				&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: newLimiter(50, 300)},
 			),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "vidraresources", Clock: opts.Clock},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "vidraresources", Clock: opts.Clock, MetricsProvider: opts.QueueMetrics},
 		),
 		recorder: opts.Recorder,
 		metrics:  NewMetrics(opts.Registerer),
