@@ -3,6 +3,7 @@ package watchregistry
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -378,24 +379,14 @@ func (r *Registry[K]) deliver(e *entry[K], ev Event) {
 	r.stats.delivered.Add(uint64(len(keys)))
 }
 
+// errNoClient reports a cluster registered without the client the mode
+// needs (SetCluster cannot fail, so Track does).
 func errNoClient(ref Ref, kind string) error {
-	return &noClientError{ref: ref, kind: kind}
-}
-
-type noClientError struct {
-	ref  Ref
-	kind string
-}
-
-func (e *noClientError) Error() string {
-	return "cluster " + quoteCluster(e.ref.Cluster) + " was set without a " + e.kind + " client"
-}
-
-func quoteCluster(name string) string {
-	if name == "" {
-		return `"" (local)`
+	cluster := `"" (local)`
+	if ref.Cluster != "" {
+		cluster = `"` + ref.Cluster + `"`
 	}
-	return `"` + name + `"`
+	return fmt.Errorf("cluster %s was set without a %s client", cluster, kind)
 }
 
 func notFound(gvr schema.GroupVersionResource, name string) error {

@@ -369,6 +369,13 @@ func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {
 	if s := r.Stats(); s.Informers[watchregistry.StatePending]+s.Informers[watchregistry.StateSynced] != 1 {
 		t.Fatalf("stats after a failed Track: %+v", s)
 	}
+
+	// A cluster without the client the mode needs fails the same way.
+	md := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue, MetadataOnly: true})
+	md.SetCluster("no-metadata-client", c.dyn, nil)
+	if err := md.Track("owner", []watchregistry.Ref{{Cluster: "no-metadata-client", GVR: configMaps}}); err == nil {
+		t.Fatal("Track on a cluster without a metadata client succeeded in metadata-only mode")
+	}
 }
 
 func TestRunStopsEveryInformerOnReturn(t *testing.T) {
