@@ -44,7 +44,8 @@ generate:
 
 ## run: a local control plane with Vidra and a sample; Ctrl-C stops it all.
 run: controlplane
-	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig
+	$(GO) build -o $(BIN)/vidra ./cmd/vidra
+	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml
 
 clean:
 	rm -rf $(BIN)/local

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
@@ -34,6 +36,13 @@ type flags struct {
 	logLevel              string
 	logFormat             string
 	linger                time.Duration
+	metricsAddr           string
+	probeAddr             string
+	leaderElect           bool
+	leaseName             string
+	leaseDuration         time.Duration
+	renewDeadline         time.Duration
+	retryPeriod           time.Duration
 }
 
 func main() {
@@ -50,6 +59,13 @@ func main() {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; a number N logs klog verbosity N")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
 	fs.DurationVar(&f.linger, "informer-linger", 2*time.Minute, "how long an informer no resource needs keeps running before it stops")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect one replica through a coordination.k8s.io Lease; only the leader reconciles")
+	fs.StringVar(&f.leaseName, "leader-elect-lease-name", "vidra-leader", "name of the Lease, in --namespace")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal; standbys wait this long for a crashed leader")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	_ = fs.Parse(os.Args[1:])
 
 	logger, err := newLogger(f.logLevel, f.logFormat)
@@ -74,7 +90,20 @@ func run(ctx context.Context, f flags) error {
 	}
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
 	cfg.UserAgent = "vidra"
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	operator.RegisterClientMetrics(metrics)
 	op, err := operator.New(ctx, operator.Options{
+		Metrics:     metrics,
+		MetricsAddr: f.metricsAddr,
+		ProbeAddr:   f.probeAddr,
+		LeaderElection: operator.LeaderElection{
+			Enabled:       f.leaderElect,
+			Name:          f.leaseName,
+			LeaseDuration: f.leaseDuration,
+			RenewDeadline: f.renewDeadline,
+			RetryPeriod:   f.retryPeriod,
+		},
 		Config:                cfg,
 		Namespace:             f.namespace,
 		ConfigMapName:         f.configMap,

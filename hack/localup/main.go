@@ -1,8 +1,8 @@
-// Command localup starts a local control plane (etcd, kube-apiserver,
-// kube-controller-manager) for a person to use, writes an admin kubeconfig and
-// keeps running until interrupted, then tears everything down.
+// Command localup gives a person a local Kubernetes control plane (etcd,
+// kube-apiserver, kube-controller-manager) with Vidra running against it and
+// a sample applied, and tears everything down on Ctrl-C. `make run` calls it.
 //
-//	go run ./hack/localup --kubeconfig bin/local/kubeconfig
+//	go run ./hack/localup --vidra bin/vidra --sample manifests/samples/app.yaml
 package main
 
 import (
@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -19,42 +20,115 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "bin/local/kubeconfig", "where to write the admin kubeconfig")
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "bin/local/kubeconfig", "where to write the admin kubeconfig")
+	flag.StringVar(&o.vidra, "vidra", "bin/vidra", "the vidra binary to run; empty starts the control plane alone")
+	flag.StringVar(&o.sample, "sample", "manifests/samples/app.yaml", "a VidraResource to apply once Vidra runs; empty applies none")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:18080", "Vidra's /metrics address")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:18081", "Vidra's /healthz and /readyz address")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *kubeconfig); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "localup:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig string) error {
+type options struct {
+	kubeconfig, vidra, sample string
+	metricsAddr, probeAddr    string
+}
+
+func run(ctx context.Context, o options) error {
 	start := time.Now()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
 	env, err := testenv.Start(ctx, testenv.Options{})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(o.kubeconfig), 0o755); err != nil {
 		return err
 	}
-	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+	if err := env.WriteKubeconfig(o.kubeconfig); err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(kubeconfig)
+	kubeconfig, _ := filepath.Abs(o.kubeconfig)
 	fmt.Printf("control plane %s ready in %s at %s\n", testenv.KubernetesVersion, time.Since(start).Round(time.Millisecond), env.Config.Host)
-	fmt.Printf("\n  export KUBECONFIG=%s\n  export PATH=$PWD/bin/controlplane/%s:$PATH   # kubectl\n\n", abs, testenv.KubernetesVersion)
-	fmt.Println("Press Ctrl-C to stop it; everything it started is removed.")
+
+	kubectl := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, env.Kubectl(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
+
+	var vidra *exec.Cmd
+	exited := make(chan error, 1)
+	if o.vidra != "" {
+		if err := testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
+			return err
+		}
+		if err := kubectl("apply", "-f", filepath.Join(root, "manifests/namespace.yaml"), "-f", filepath.Join(root, "manifests/manager/config.yaml")); err != nil {
+			return fmt.Errorf("apply the operator's namespace and configuration: %w", err)
+		}
+		vidra = exec.CommandContext(ctx, o.vidra, "--kubeconfig", kubeconfig, "--namespace", "vidra-system",
+			"--log-format", "console", "--metrics-bind-address", o.metricsAddr, "--health-probe-bind-address", o.probeAddr)
+		vidra.Stdout, vidra.Stderr = os.Stdout, os.Stderr
+		// Vidra gets SIGTERM, not SIGKILL, when we stop: it releases its
+		// watches and exits cleanly.
+		vidra.Cancel = func() error { return vidra.Process.Signal(syscall.SIGTERM) }
+		vidra.WaitDelay = 10 * time.Second
+		vidra.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := vidra.Start(); err != nil {
+			return fmt.Errorf("start vidra: %w", err)
+		}
+		go func() { exited <- vidra.Wait() }()
+		if o.sample != "" {
+			if err := kubectl("apply", "-n", "default", "-f", o.sample); err != nil {
+				return fmt.Errorf("apply sample: %w", err)
+			}
+			if err := kubectl("wait", "-n", "default", "--for=condition=Ready", "vr", "--all", "--timeout=60s"); err != nil {
+				return fmt.Errorf("sample did not become Ready: %w", err)
+			}
+			_ = kubectl("get", "vr", "-n", "default", "-o", "wide")
+		}
+	} else {
+		fmt.Println("started the control plane alone (--vidra is empty)")
+	}
+
+	bin := filepath.Join(root, "bin", "controlplane", testenv.KubernetesVersion)
+	fmt.Printf(`
+Vidra is running against a local control plane. In another shell:
+
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get vr -A -o wide                       # READY, STATUS, MANAGED
+  kubectl -n demo delete configmap web-config     # break something ...
+  kubectl -n demo get configmap web-config        # ... and it is back
+  kubectl -n demo label service web hand=made     # a hand edit, taken back
+  kubectl -n demo get service web --show-labels
+  kubectl wait -n default --for=condition=Ready vr/sample-app
+  curl -s http://%s/metrics | grep vidra_         # reconciles, drift corrections
+
+Press Ctrl-C to stop; everything started here is removed.
+`, kubeconfig, bin, o.metricsAddr)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Println("stopping control plane")
+			fmt.Println("stopping")
+			if vidra != nil {
+				<-exited
+			}
 			return nil
+		case err := <-exited:
+			return fmt.Errorf("vidra exited: %v", err)
 		case <-tick.C:
 			if err := env.Healthy(); err != nil {
 				return err

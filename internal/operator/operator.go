@@ -2,8 +2,10 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,12 +43,32 @@ type Options struct {
 	DefaultServiceAccount string
 	// Workers is the number of reconciles run in parallel.
 	Workers int
-	// Registerer receives the operator's metrics; nil means none.
-	Registerer prometheus.Registerer
 	// Linger is how long an informer nobody needs keeps running.
 	Linger time.Duration
 	// OnReconcile is passed to the controller (see controller.Options).
 	OnReconcile func(key cache.ObjectName, trigger controller.Trigger, result string)
+	// Metrics receives every metric of the operator and serves /metrics;
+	// nil means a new registry.
+	Metrics *prometheus.Registry
+	// MetricsAddr and ProbeAddr are the listen addresses of /metrics and of
+	// /healthz and /readyz; empty or "0" turns a server off.
+	MetricsAddr, ProbeAddr string
+	// LeaderElection makes only one of several replicas reconcile.
+	LeaderElection LeaderElection
+}
+
+// LeaderElection configures the coordination.k8s.io Lease that elects the
+// replica that reconciles.
+type LeaderElection struct {
+	Enabled bool
+	// Namespace and Name of the Lease; defaults: the operator's namespace
+	// and "vidra-leader".
+	Namespace, Name string
+	// Identity of this replica; default: host name and a random suffix.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go's
+	// leaderelection; defaults 15s, 10s and 2s.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // Operator is Vidra, assembled and ready to run.
@@ -55,8 +77,10 @@ type Operator struct {
 	Config     *config.Watcher
 
 	opts        Options
+	kube        kubernetes.Interface
 	factory     externalversions.SharedInformerFactory
 	broadcaster record.EventBroadcaster
+	leading     atomic.Bool
 }
 
 // New builds the clients, informers and controller.
@@ -90,7 +114,10 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "vidra"})
 
-	o := &Operator{opts: opts, broadcaster: broadcaster}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube}
 	var ctrl *controller.Controller
 	var ctrlMu sync.Mutex
 	o.Config, err = config.NewWatcher(kube, opts.Namespace, opts.ConfigMapName, recorder, func(old, cur *config.Config) {
@@ -111,7 +138,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			DefaultServiceAccount: opts.DefaultServiceAccount,
 			Config:                o.Config.Current,
 			Recorder:              recorder,
-			Registerer:            opts.Registerer,
+			Registerer:            opts.Metrics,
+			QueueMetrics:          newQueueMetrics(opts.Metrics),
 			Linger:                opts.Linger,
 			OnReconcile:           opts.OnReconcile,
 		})
@@ -125,8 +153,11 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	return o, nil
 }
 
-// Run starts the informers and the controller and blocks until ctx ends and
-// everything it started has stopped.
+// Run serves metrics and probes, starts the informers and, once this replica
+// leads (or at once without leader election), the controller. It blocks
+// until ctx ends and everything it started has stopped. Losing the lease
+// while ctx is alive is an error: the process must exit so that two replicas
+// never reconcile at once.
 func (o *Operator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	defer o.broadcaster.Shutdown()
@@ -134,11 +165,56 @@ func (o *Operator) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer o.factory.Shutdown()
 
+	le, err := o.leaderElector()
+	if err != nil {
+		return err
+	}
+	servers, err := o.serve(ctx, le)
+	if err != nil {
+		return err
+	}
+	defer servers.shutdown()
+
 	wg.Go(func() { o.Config.Run(ctx) })
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, o.Config.HasSynced) {
 		return fmt.Errorf("configuration ConfigMap %s/%s did not sync", o.opts.Namespace, o.opts.ConfigMapName)
 	}
 	o.factory.Start(ctx.Done())
-	logger.Info("Starting Vidra", "namespace", o.opts.Namespace, "watchNamespace", o.opts.WatchNamespace, "workers", o.opts.Workers)
-	return o.Controller.Run(ctx, o.opts.Workers)
+	logger.Info("Starting Vidra", "namespace", o.opts.Namespace, "watchNamespace", o.opts.WatchNamespace,
+		"workers", o.opts.Workers, "leaderElection", le != nil)
+	if le == nil {
+		o.leading.Store(true)
+		return o.Controller.Run(ctx, o.opts.Workers)
+	}
+
+	// The elector calls back on a goroutine of its own; the controller runs
+	// here instead, so that Run returns only after it has stopped.
+	leaderCtxs := make(chan context.Context, 1)
+	le.callbacks(func(leaderCtx context.Context) { leaderCtxs <- leaderCtx })
+	electorDone := make(chan struct{})
+	go func() {
+		defer close(electorDone)
+		le.elector.Run(ctx)
+	}()
+	var runErr error
+	select {
+	case leaderCtx := <-leaderCtxs:
+		o.leading.Store(true)
+		logger.Info("Became the leader; reconciling", "identity", le.identity)
+		runErr = o.Controller.Run(leaderCtx, o.opts.Workers)
+		o.leading.Store(false)
+	case <-electorDone:
+	}
+	<-electorDone
+	if ctx.Err() == nil {
+		return errors.Join(errors.New("lost the leader election lease"), runErr)
+	}
+	return runErr
 }
+
+// Leading reports whether this replica currently reconciles.
+func (o *Operator) Leading() bool { return o.leading.Load() }
+
+// Ready reports whether the caches the operator serves from are synced; a
+// standby replica is ready too, so that it can take over at once.
+func (o *Operator) Ready() bool { return o.Config.HasSynced() && o.Controller.HasSynced() }

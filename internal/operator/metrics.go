@@ -1,0 +1,106 @@
+package operator
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// queueMetrics publishes client-go's work queue metrics to Prometheus. It is
+// handed to the queue through its config, not installed globally.
+type queueMetrics struct {
+	depth, unfinished, longest *prometheus.GaugeVec
+	adds, retries              *prometheus.CounterVec
+	latency, workDuration      *prometheus.HistogramVec
+}
+
+func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
+	buckets := prometheus.ExponentialBuckets(0.0001, 4, 10)
+	m := &queueMetrics{
+		depth:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of the work queue."}, []string{"name"}),
+		adds:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Items added to the work queue."}, []string{"name"}),
+		latency:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "Time an item waits in the queue before it is processed.", Buckets: buckets}, []string{"name"}),
+		workDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "Time processing an item takes.", Buckets: buckets}, []string{"name"}),
+		unfinished:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration."}, []string{"name"}),
+		longest:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "Seconds the longest running item has been processed."}, []string{"name"}),
+		retries:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Rate-limited re-adds of items."}, []string{"name"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.depth, m.adds, m.latency, m.workDuration, m.unfinished, m.longest, m.retries)
+	}
+	return m
+}
+
+func (m *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric {
+	return m.depth.WithLabelValues(n)
+}
+func (m *queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
+	return m.adds.WithLabelValues(n)
+}
+func (m *queueMetrics) NewLatencyMetric(n string) workqueue.HistogramMetric {
+	return m.latency.WithLabelValues(n)
+}
+func (m *queueMetrics) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
+	return m.workDuration.WithLabelValues(n)
+}
+func (m *queueMetrics) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return m.unfinished.WithLabelValues(n)
+}
+func (m *queueMetrics) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return m.longest.WithLabelValues(n)
+}
+func (m *queueMetrics) NewRetriesMetric(n string) workqueue.CounterMetric {
+	return m.retries.WithLabelValues(n)
+}
+
+// clientMetrics adapts client-go's request metrics hooks to Prometheus.
+type clientMetrics struct {
+	latency     *prometheus.HistogramVec
+	rateLimiter *prometheus.HistogramVec
+	results     *prometheus.CounterVec
+}
+
+func (m *clientMetrics) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+	m.latency.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+}
+
+type rateLimiterMetric struct{ h *prometheus.HistogramVec }
+
+func (m rateLimiterMetric) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+	m.h.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+}
+
+func (m *clientMetrics) Increment(_ context.Context, code, method, host string) {
+	m.results.WithLabelValues(code, method, host).Inc()
+}
+
+var registerClientMetrics sync.Once
+
+// RegisterClientMetrics publishes client-go's request latency, rate-limiter
+// wait and request results to reg. client-go offers one process-wide hook for
+// these, so only the first call in a process takes effect; the binary calls
+// it once from main.
+func RegisterClientMetrics(reg prometheus.Registerer) {
+	registerClientMetrics.Do(func() {
+		buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+		m := &clientMetrics{
+			latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
+				Help: "Latency of requests to API servers, by verb and host.", Buckets: buckets}, []string{"verb", "host"}),
+			rateLimiter: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_rate_limiter_duration_seconds",
+				Help: "Time requests waited for the client-side rate limiter, by verb and host.", Buckets: buckets}, []string{"verb", "host"}),
+			results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+				Help: "Requests to API servers, by status code, method and host."}, []string{"code", "method", "host"}),
+		}
+		reg.MustRegister(m.latency, m.rateLimiter, m.results)
+		metrics.Register(metrics.RegisterOpts{
+			RequestLatency:     m,
+			RateLimiterLatency: rateLimiterMetric{m.rateLimiter},
+			RequestResult:      m,
+		})
+	})
+}
