@@ -124,10 +124,16 @@ func cacheTransform(obj any) (any, error) {
 // holds it, else from the API server. A miss in the cache only means that no
 // object with Vidra's label exists, so an unmanaged object of that name is
 // looked up before anything is created over it.
+//
+// The caches are filled with the operator's identity. A resource that
+// impersonates a ServiceAccount uses them only for objects it manages
+// itself, which it wrote with that identity; any other object is read
+// through the impersonating client, so that a tenant learns nothing through
+// Vidra (not even who owns an object) that it could not read itself.
 func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {
 	ref := watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}
 	u, err := c.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
-	if err == nil {
+	if err == nil && (r.dest.serviceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(r.vr.UID)) {
 		return u, nil
 	}
 	live, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
@@ -313,6 +319,8 @@ func classify(p *planned, err error) *objectError {
 	oe := &objectError{key: p.key, index: p.index, err: err, reason: v1alpha1.ReasonApplyFailed, retry: true}
 	msg := err.Error()
 	switch {
+	case isUnreachable(err):
+		oe.reason = v1alpha1.ReasonDestinationError
 	case meta.IsNoMatchError(err):
 		oe.reason = v1alpha1.ReasonUnknownKind
 	case apierrors.IsNotFound(err) && p.obj.GetNamespace() != "" && strings.Contains(msg, "namespaces"):

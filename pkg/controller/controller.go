@@ -148,7 +148,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		}
 	}
 	c.registry = reg
-	c.dests = newDestinations(clients, reg, opts.Clock)
+	c.dests = newDestinations(clients, reg, opts.Clock, opts.Namespace, func(key cacheKey) { c.enqueue(key, TriggerEvent) })
 
 	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
@@ -193,6 +193,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
+	// Secret informers of remote destinations start on demand, under ctx;
+	// their goroutines are waited for last, once ctx has ended.
+	c.dests.remotes.start(ctx)
+	defer c.dests.remotes.wait()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer c.queue.ShutDown()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -19,6 +20,13 @@ const deletionPoll = time.Second
 // finalize runs when a VidraResource is being deleted: per its deletion
 // policy it deletes or releases every managed object, waits until deleted
 // objects are gone, and only then removes the finalizer.
+//
+// Deletion never hangs on a destination that cannot be reached for good. With
+// Delete, an unavailable destination is retried with backoff until it
+// answers; switching the policy to Orphan finishes at once, whatever the
+// destination's state. When the kubeconfig Secret of a remote destination is
+// gone, nothing can ever reach the objects again, and the finalizer is
+// removed too. Both leave objects behind, which a Warning Event names.
 func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, st *resourceState) (syncResult, error) {
 	logger := klog.FromContext(ctx)
 	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
@@ -28,9 +36,15 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	c.registry.Forget(key)
 	del := vr.Spec.DeletionPolicy != v1alpha1.DeletionPolicyOrphan
 
-	dest, err := c.dests.resolve(vr, c.opts.DefaultServiceAccount)
-	if err != nil {
-		return syncResult{}, fmt.Errorf("resolve destination to clean up: %w", err)
+	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
+	switch {
+	case err != nil && isSecretGone(err):
+		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
+	case err != nil && !del:
+		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", err), vr.Status.ManagedResources)
+	case err != nil:
+		c.event(vr, true, "CleanupFailed", "Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		return syncResult{}, fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
 	}
 	items := slices.Clone(vr.Status.ManagedResources)
 	// Objects applied by a reconcile whose status write never happened (a
@@ -51,11 +65,13 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	}
 
 	var errs []error
+	var failed []v1alpha1.ManagedResource
 	pending := 0
 	for _, m := range items {
 		done, err := c.release(ctx, dest, vr, m, del)
 		if err != nil {
 			errs = append(errs, err)
+			failed = append(failed, m)
 			continue
 		}
 		if done && del {
@@ -63,7 +79,12 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		c.event(vr, true, "CleanupFailed", "Cleaning up managed objects failed: %v", err)
+		if !del {
+			// Orphan leaves the objects anyway; their marks are a courtesy
+			// that must not hold the deletion.
+			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
+		}
+		c.event(vr, true, "CleanupFailed", "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
 		return syncResult{}, err
 	}
 	if pending > 0 {
@@ -79,6 +100,31 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 		return syncResult{}, err
 	}
 	logger.Info("Finalized", "deletionPolicy", vr.Spec.DeletionPolicy)
+	c.forget(key)
+	return syncResult{}, nil
+}
+
+// abandon removes the finalizer without the cleanup the policy asks for,
+// with a Warning Event naming what was left behind and where, so that a
+// person can finish by hand.
+func (c *Controller) abandon(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, why string, left []v1alpha1.ManagedResource) (syncResult, error) {
+	if len(left) > 0 {
+		names := make([]string, len(left))
+		for i, m := range left {
+			names[i] = inventoryKey(m).String()
+		}
+		where := "the local cluster"
+		if s := vr.Spec.Destination.Server; !isLocalServer(s) {
+			where = s
+		} else if ref := vr.Spec.Destination.KubeconfigSecretRef; ref != nil {
+			where = "the cluster of Secret " + vr.Namespace + "/" + ref.Name
+		}
+		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(strings.Join(names, ", ")))
+	}
+	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
+		return syncResult{}, err
+	}
+	klog.FromContext(ctx).Info("Finalized without cleanup", "deletionPolicy", vr.Spec.DeletionPolicy, "reason", why, "leftBehind", len(left))
 	c.forget(key)
 	return syncResult{}, nil
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -39,51 +40,73 @@ type destination struct {
 	mapper *restMapper
 	// serviceAccount is the impersonated identity, for messages.
 	serviceAccount string
+	// server and secret say, for messages, which remote cluster this is and
+	// where its credentials come from; both are empty for the local cluster.
+	server, secret string
 }
 
-// destinations caches clients and RESTMappers per cluster and identity.
-type destinations struct {
-	clients  Clients
-	registry *watchregistry.Registry[cacheKey]
-	clock    clock.Clock
+// clusterClients are the clients of one destination cluster: the
+// operator's own (informers, discovery) and, built on demand and cached, one
+// per impersonated ServiceAccount.
+type clusterClients struct {
+	name string
+	// config is the request configuration impersonating clients derive from.
+	config *rest.Config
+	client dynamic.Interface
+	mapper *restMapper
+	// server, secret, breaker and probe are set for remote clusters only.
+	server, secret string
+	breaker        *breaker
+	probe          rest.Interface
 
 	mu           sync.Mutex
-	mappers      map[string]*restMapper
 	impersonated map[string]dynamic.Interface
+}
+
+func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, mapper *restMapper) *clusterClients {
+	return &clusterClients{name: name, config: cfg, client: client, mapper: mapper, impersonated: map[string]dynamic.Interface{}}
+}
+
+// destinations resolves the destination of each VidraResource: the local
+// cluster, or a remote one through a kubeconfig Secret, each with the
+// identity the resource asks for.
+type destinations struct {
+	local   *clusterClients
+	remotes *remotes
 }
 
 type cacheKey = cache.ObjectName
 
-func newDestinations(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock) *destinations {
-	d := &destinations{
-		clients:      clients,
-		registry:     reg,
-		clock:        clk,
-		mappers:      map[string]*restMapper{},
-		impersonated: map[string]dynamic.Interface{},
-	}
+func newDestinations(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, enqueue func(cacheKey)) *destinations {
+	local := newClusterClients(localCluster, clients.Config, clients.Dynamic,
+		newRESTMapper(discovery.NewDiscoveryClient(clients.Kube.Discovery().RESTClient()), clk))
 	reg.SetCluster(localCluster, clients.Dynamic, nil)
-	return d
+	return &destinations{local: local, remotes: newRemotes(clients, reg, clk, namespace, enqueue)}
 }
 
-// resolve returns the destination of vr. Remote servers are not served by
-// this build: they are reported as a destination error, never silently
-// applied to the local cluster.
-func (d *destinations) resolve(vr *v1alpha1.VidraResource, defaultSA string) (*destination, error) {
-	server := vr.Spec.Destination.Server
-	if server != "" && server != inClusterServer && server != inClusterServer+":443" {
-		return nil, fmt.Errorf("destination server %q: remote destinations are not supported yet; use an empty server for the local cluster", server)
+// resolve returns the destination of vr. A remote destination that cannot
+// be used (its Secret missing, its kubeconfig bad, its server unreachable)
+// is an error: it is never silently replaced by the local cluster.
+func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, defaultSA string) (*destination, error) {
+	key := cache.MetaObjectToName(vr)
+	cc := d.local
+	if vr.Spec.Destination.KubeconfigSecretRef != nil || !isLocalServer(vr.Spec.Destination.Server) {
+		var err error
+		if cc, err = d.remotes.resolve(ctx, key, vr); err != nil {
+			return nil, err
+		}
+	} else {
+		d.remotes.release(key)
 	}
+	dest := &destination{cluster: cc.name, client: cc.client, mapper: cc.mapper, server: cc.server, secret: cc.secret}
 	sa := vr.Spec.ServiceAccountName
 	if sa == "" {
 		sa = defaultSA
 	}
-	dest := &destination{cluster: localCluster, mapper: d.mapper(localCluster)}
 	if sa == "" {
-		dest.client = d.clients.Dynamic
 		return dest, nil
 	}
-	client, err := d.impersonating(vr.Namespace, sa)
+	client, err := cc.as(vr.Namespace, sa)
 	if err != nil {
 		return nil, err
 	}
@@ -91,37 +114,36 @@ func (d *destinations) resolve(vr *v1alpha1.VidraResource, defaultSA string) (*d
 	return dest, nil
 }
 
-func (d *destinations) mapper(cluster string) *restMapper {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := d.mappers[cluster]
-	if m == nil {
-		m = newRESTMapper(discovery.NewDiscoveryClient(d.clients.Kube.Discovery().RESTClient()), d.clock)
-		d.mappers[cluster] = m
-	}
-	return m
-}
+// release forgets what was held for a VidraResource that is gone.
+func (d *destinations) release(key cacheKey) { d.remotes.release(key) }
 
-// impersonating returns a client acting as ServiceAccount namespace/name,
-// with the groups the API server gives ServiceAccounts, so that RBAC bound to
-// those groups applies too.
-func (d *destinations) impersonating(namespace, name string) (dynamic.Interface, error) {
+// as returns a client acting as ServiceAccount namespace/name of the
+// cluster. Every request of a resource that names a ServiceAccount goes
+// through it.
+//
+// It names the user only: for a ServiceAccount user the API server then adds
+// exactly the groups a token of that ServiceAccount would carry
+// (system:serviceaccounts, system:serviceaccounts:<namespace> and
+// system:authenticated), so RBAC bound to those groups applies, and the
+// operator needs the impersonate verb on serviceaccounts alone, not on
+// groups.
+func (cc *clusterClients) as(namespace, name string) (dynamic.Interface, error) {
 	user := "system:serviceaccount:" + namespace + ":" + name
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c, ok := d.impersonated[user]; ok {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if c, ok := cc.impersonated[user]; ok {
 		return c, nil
 	}
-	cfg := rest.CopyConfig(d.clients.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: user,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	if cc.config == nil {
+		return nil, fmt.Errorf("impersonate %s: the operator's client configuration is not known", user)
 	}
+	cfg := rest.CopyConfig(cc.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client impersonating %s: %w", user, err)
 	}
-	d.impersonated[user] = c
+	cc.impersonated[user] = c
 	return c, nil
 }
 

@@ -54,6 +54,7 @@ func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
 // forget drops everything held for a VidraResource that is gone.
 func (c *Controller) forget(key cacheKey) {
 	c.registry.Forget(key)
+	c.dests.release(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.state, key)
@@ -161,12 +162,15 @@ func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 	// Until the manifest is understood, the inventory stays as it was.
 	r.out.inventory = vr.Status.ManagedResources
 
-	dest, err := c.dests.resolve(vr, c.opts.DefaultServiceAccount)
+	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
 	if err != nil {
 		r.out.errs = append(r.out.errs, &objectError{index: -1, reason: v1alpha1.ReasonDestinationError, retry: true, err: err})
 		return
 	}
 	r.dest = dest
+	// A destination that stops answering mid-reconcile fails every object
+	// the same way; one message says it better than one per object.
+	defer func() { r.out.errs = collapseUnreachable(r.out.errs) }()
 
 	objs, perrs := r.st.parse(vr)
 	if len(perrs) > 0 {

@@ -1,0 +1,547 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+const (
+	// remoteTimeout bounds every request to a remote cluster but watches: a
+	// black-holed server must not hold a shared worker for long.
+	remoteTimeout = 15 * time.Second
+	// legacyLabel marks the earlier operator's kubeconfig Secrets; its value
+	// is the host of the server they are for.
+	legacyLabel = "cluster-kubeconfig"
+	// defaultSecretKey is the Secret key of a kubeconfig when none is named,
+	// and the only one of the earlier operator's Secrets.
+	defaultSecretKey = "kubeconfig"
+)
+
+// secretNotFoundError says that the Secret a remote destination needs does
+// not exist. During deletion it means the managed objects can no longer be
+// reached: the finalizer is removed rather than held forever.
+type secretNotFoundError struct{ msg string }
+
+func (e *secretNotFoundError) Error() string { return e.msg }
+
+func isSecretGone(err error) bool {
+	var nf *secretNotFoundError
+	return errors.As(err, &nf)
+}
+
+// remoteKey identifies the clients built from one kubeconfig (a key of a
+// Secret) for one requested server; two resources naming the same Secret
+// and server share them, and their informers.
+type remoteKey struct {
+	secret cache.ObjectName
+	key    string
+	server string
+}
+
+// clusterName is the watch registry's name for the cluster of k. It names
+// the credentials as well as the server: two Secrets for one server may
+// carry different identities, which may see different objects, so each gets
+// its own informers. It is stable across rotations of the Secret, so that a
+// rotation replaces the informers' clients instead of adding a cluster.
+func (k remoteKey) clusterName() string {
+	server := k.server
+	if server == "" {
+		server = "current context"
+	}
+	return fmt.Sprintf("%s (Secret %s, key %s)", server, k.secret, k.key)
+}
+
+// remote holds the clients built from one Secret, and rebuilds them when
+// its resourceVersion changes.
+type remote struct {
+	key remoteKey
+
+	// mu serializes builds, so that resources sharing a Secret read it once.
+	mu     sync.Mutex
+	built  bool
+	metaRV string // resourceVersion in the metadata cache that led to the build
+	rv     string // resourceVersion of the Secret read
+	hash   [sha256.Size]byte
+	cc     *clusterClients
+	exact  bool
+	err    error
+	// current is the breaker of the clients in use, read without mu by its
+	// callbacks: a breaker of clients replaced since must not act.
+	current atomic.Pointer[breaker]
+}
+
+// usage is how one VidraResource finds its remote cluster.
+type usage struct {
+	// namespace is where the Secret is looked up.
+	namespace string
+	// secret is the name of kubeconfigSecretRef; empty for the earlier
+	// operator's labelled Secrets, found by host.
+	secret string
+	host   string
+	key    string
+	server string
+	// remote is the entry last resolved, kept while the lookup fails so that
+	// its informers survive an outage.
+	remote   remoteKey
+	resolved bool
+}
+
+func (u *usage) sameLookup(o *usage) bool {
+	return u.namespace == o.namespace && u.secret == o.secret && u.host == o.host && u.key == o.key && u.server == o.server
+}
+
+// remotes builds and caches the clients of remote destinations from
+// kubeconfig Secrets. Secrets are watched metadata-only, per namespace that
+// holds resources needing one: a change of resourceVersion requeues the
+// resources using that Secret, whose next reconcile reads its data once and
+// rebuilds the clients. Nothing reads a Secret on a reconcile whose Secret
+// did not change.
+type remotes struct {
+	kube      kubernetes.Interface
+	md        metadata.Interface
+	base      *rest.Config
+	registry  *watchregistry.Registry[cacheKey]
+	clock     clock.Clock
+	namespace string
+	enqueue   func(cacheKey)
+
+	mu        sync.Mutex
+	ctx       context.Context
+	informers map[string]*secretInformer
+	entries   map[remoteKey]*remote
+	users     map[cacheKey]*usage
+	wg        sync.WaitGroup
+}
+
+func newRemotes(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, enqueue func(cacheKey)) *remotes {
+	r := &remotes{
+		kube:      clients.Kube,
+		base:      clients.Config,
+		registry:  reg,
+		clock:     clk,
+		namespace: namespace,
+		enqueue:   enqueue,
+		informers: map[string]*secretInformer{},
+		entries:   map[remoteKey]*remote{},
+		users:     map[cacheKey]*usage{},
+	}
+	if clients.Config != nil {
+		// A metadata client for the Secret informers can only fail on a
+		// malformed configuration, which the other clients would have
+		// refused already; without one remote destinations report it.
+		r.md, _ = metadata.NewForConfig(clients.Config)
+	}
+	return r
+}
+
+// start gives the Secret informers started later their parent context.
+func (r *remotes) start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctx = ctx
+}
+
+// wait returns once every Secret informer has stopped (after ctx ended).
+func (r *remotes) wait() { r.wg.Wait() }
+
+// resolve returns the clients of vr's remote destination.
+func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource) (*clusterClients, error) {
+	dst := vr.Spec.Destination
+	u := &usage{server: dst.Server}
+	if ref := dst.KubeconfigSecretRef; ref != nil {
+		u.namespace, u.secret, u.key = vr.Namespace, ref.Name, ref.Key
+		if u.key == "" {
+			u.key = defaultSecretKey
+		}
+	} else {
+		host, err := serverHost(dst.Server)
+		if err != nil {
+			r.release(key)
+			return nil, err
+		}
+		u.namespace, u.host, u.key = r.namespace, host, defaultSecretKey
+	}
+	inf, err := r.use(key, u)
+	if err != nil {
+		return nil, err
+	}
+	if err := inf.waitSynced(ctx, r.clock); err != nil {
+		return nil, err
+	}
+
+	var rk remoteKey
+	var cc *clusterClients
+	if u.secret != "" {
+		meta := inf.get(u.secret)
+		if meta == nil {
+			return nil, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", u.namespace, u.secret)}
+		}
+		rk = remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
+		if cc, _, err = r.ensure(ctx, r.entry(rk), meta.ResourceVersion); err != nil {
+			return nil, err
+		}
+	} else if rk, cc, err = r.legacy(ctx, inf, u); err != nil {
+		return nil, err
+	}
+	r.resolved(key, rk)
+	if err := cc.breaker.check(); err != nil {
+		return nil, err
+	}
+	if cc.breaker.isOpen() {
+		// Reconciles of objects in sync are served from caches and make no
+		// request: without asking, an unreachable cluster would look fine.
+		if _, err := cc.probe.Get().AbsPath("/version").Do(ctx).Raw(); err != nil && isUnreachable(err) {
+			return nil, err
+		}
+	}
+	return cc, nil
+}
+
+// legacy finds the earlier operator's Secret for u's server: labelled with
+// its host, in the operator's namespace only, so that no tenant can plant
+// credentials for everyone. Several Secrets for one host (servers on other
+// ports) are told apart by the server their kubeconfig names.
+func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (remoteKey, *clusterClients, error) {
+	metas := inf.labelled(u.host)
+	if len(metas) == 0 {
+		return remoteKey{}, nil, &secretNotFoundError{msg: fmt.Sprintf("no Secret labelled %s=%s in the operator's namespace %s holds a kubeconfig for %s; create one, or set destination.kubeconfigSecretRef",
+			legacyLabel, u.host, u.namespace, u.server)}
+	}
+	type match struct {
+		rk remoteKey
+		cc *clusterClients
+	}
+	var matches []match
+	var candidates, names []string
+	var errs []error
+	for _, m := range metas {
+		rk := remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}
+		candidates = append(candidates, rk.clusterName())
+		names = append(names, m.Name)
+		cc, exact, err := r.ensure(ctx, r.entry(rk), m.ResourceVersion)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(metas) == 1 || exact {
+			matches = append(matches, match{rk, cc})
+		}
+	}
+	var chosen match
+	if len(matches) == 1 {
+		chosen = matches[0]
+	}
+	// Entries built only to look at their kubeconfig are not kept.
+	r.mu.Lock()
+	for _, m := range metas {
+		if rk := (remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}); chosen.cc == nil || rk != chosen.rk {
+			r.removeClustersLocked(r.dropIfUnusedLocked(rk))
+		}
+	}
+	r.mu.Unlock()
+	switch {
+	case chosen.cc != nil:
+		return chosen.rk, chosen.cc, nil
+	case len(metas) == 1:
+		return remoteKey{}, nil, errs[0]
+	case len(matches) > 1:
+		return remoteKey{}, nil, fmt.Errorf("Secrets %s in namespace %s are labelled %s=%s and all have a kubeconfig context for %s: keep one",
+			strings.Join(names, ", "), u.namespace, legacyLabel, u.host, u.server)
+	}
+	msg := fmt.Sprintf("Secrets %s in namespace %s are labelled %s=%s, and none has a kubeconfig context for %s",
+		strings.Join(names, ", "), u.namespace, legacyLabel, u.host, u.server)
+	if len(errs) > 0 {
+		return remoteKey{}, nil, fmt.Errorf("%s: %w", msg, errors.Join(errs...))
+	}
+	return remoteKey{}, nil, errors.New(msg)
+}
+
+// use records how key finds its Secret and returns the informer of the
+// namespace to look in, starting it if needed.
+func (r *remotes) use(key cacheKey, u *usage) (*secretInformer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.md == nil {
+		return nil, errors.New("remote destinations need the operator's client configuration (Clients.Config)")
+	}
+	if u.secret == "" && r.namespace == "" {
+		return nil, errors.New("the operator's namespace is not set, so Secrets labelled " + legacyLabel + " cannot be looked up; set destination.kubeconfigSecretRef")
+	}
+	if r.ctx == nil || r.ctx.Err() != nil {
+		return nil, errors.New("the controller is not running")
+	}
+	prev := r.users[key]
+	if prev != nil && prev.sameLookup(u) {
+		u = prev
+	} else {
+		r.users[key] = u
+	}
+	inf := r.informers[u.namespace]
+	if inf == nil {
+		var err error
+		if inf, err = r.startInformerLocked(u.namespace); err != nil {
+			return nil, err
+		}
+	}
+	if prev != nil && prev != u {
+		r.removeClustersLocked(r.dropIfUnusedLocked(prev.remote))
+		r.stopInformerIfUnusedLocked(prev.namespace)
+	}
+	return inf, nil
+}
+
+// resolved records the entry key's lookup found, and lets go of the one it
+// found before, if nobody else uses it.
+func (r *remotes) resolved(key cacheKey, rk remoteKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.users[key]
+	if u == nil || (u.resolved && u.remote == rk) {
+		return
+	}
+	prev, had := u.remote, u.resolved
+	u.remote, u.resolved = rk, true
+	if had {
+		r.removeClustersLocked(r.dropIfUnusedLocked(prev))
+	}
+}
+
+// release forgets key's use of a remote destination: it was deleted, or now
+// applies to the local cluster.
+func (r *remotes) release(key cacheKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.users[key]
+	if u == nil {
+		return
+	}
+	delete(r.users, key)
+	if u.resolved {
+		r.removeClustersLocked(r.dropIfUnusedLocked(u.remote))
+	}
+	r.stopInformerIfUnusedLocked(u.namespace)
+}
+
+// dropIfUnusedLocked removes the entry rk when no resource uses it and
+// returns the registry cluster to remove with it.
+func (r *remotes) dropIfUnusedLocked(rk remoteKey) []string {
+	if _, ok := r.entries[rk]; !ok {
+		return nil
+	}
+	for _, u := range r.users {
+		if u.resolved && u.remote == rk {
+			return nil
+		}
+	}
+	delete(r.entries, rk)
+	return []string{rk.clusterName()}
+}
+
+// removeClustersLocked stops the informers of clusters nobody uses. The
+// registry calls back into the controller's queue, never into remotes, so
+// holding r.mu is safe.
+func (r *remotes) removeClustersLocked(names []string) {
+	for _, n := range names {
+		r.registry.RemoveCluster(n)
+	}
+}
+
+func (r *remotes) entry(rk remoteKey) *remote {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[rk]
+	if e == nil {
+		e = &remote{key: rk}
+		r.entries[rk] = e
+	}
+	return e
+}
+
+// ensure brings e up to date with its Secret, whose resourceVersion in the
+// metadata cache is metaRV. The Secret is read only when that changed; the
+// clients are rebuilt only when the kubeconfig itself changed.
+func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clusterClients, exact bool, _ error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.built && (metaRV == e.metaRV || metaRV == e.rv) {
+		return e.cc, e.exact, e.err
+	}
+	logger := klog.FromContext(ctx).WithValues("secret", e.key.secret.String())
+	ns, name := e.key.secret.Namespace, e.key.secret.Name
+	sec, err := r.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s does not exist", ns, name)}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	}
+	e.built, e.metaRV, e.rv = true, metaRV, sec.ResourceVersion
+
+	data, ok := sec.Data[e.key.key]
+	if !ok {
+		e.setFailed(r, fmt.Errorf("Secret %s/%s has no key %q (keys: %s)", ns, name, e.key.key, strings.Join(secretKeys(sec.Data), ", ")))
+		return nil, false, e.err
+	}
+	hash := sha256.Sum256(data)
+	if e.cc != nil && e.err == nil && hash == e.hash {
+		// Labels or annotations changed, not the kubeconfig.
+		return e.cc, e.exact, nil
+	}
+	cfg, server, exact, err := restConfigFromKubeconfig(data, e.key.server)
+	if err != nil {
+		e.setFailed(r, fmt.Errorf("kubeconfig in Secret %s/%s, key %s: %w", ns, name, e.key.key, err))
+		return nil, false, e.err
+	}
+	cc, watchDyn, err := r.newRemoteClients(e.key, cfg, server)
+	if err != nil {
+		e.setFailed(r, fmt.Errorf("clients from the kubeconfig in Secret %s/%s: %w", ns, name, err))
+		return nil, false, e.err
+	}
+	b := cc.breaker
+	b.onTrip = func() {
+		if r.inUse(e, b) {
+			r.enqueueUsersOf(e.key)
+		}
+	}
+	b.onRecover = func() {
+		if !r.inUse(e, b) {
+			return
+		}
+		// The informers' caches missed the outage's changes and their
+		// reflectors may be deep in backoff: fresh informers list now.
+		r.registry.SetCluster(e.key.clusterName(), watchDyn, nil)
+		r.enqueueUsersOf(e.key)
+	}
+	rotated := e.cc != nil
+	e.cc, e.hash, e.exact, e.err = cc, hash, exact, nil
+	e.current.Store(cc.breaker)
+	// Registering (or replacing) the cluster restarts its informers on the
+	// new credentials, and tells the resources that watch through them.
+	r.mu.Lock()
+	current := r.entries[e.key] == e
+	r.mu.Unlock()
+	if current {
+		r.registry.SetCluster(e.key.clusterName(), watchDyn, nil)
+	}
+	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
+	return cc, exact, nil
+}
+
+// inUse reports whether b is the breaker of the clients e serves, and e is
+// still cached: the callbacks of replaced or dropped clients must not act.
+func (r *remotes) inUse(e *remote, b *breaker) bool {
+	if e.current.Load() != b {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entries[e.key] == e
+}
+
+// setFailed records a Secret that cannot be used; clients built from its
+// earlier content are dropped, since its owner meant to replace them.
+func (e *remote) setFailed(r *remotes, err error) {
+	e.current.Store(nil)
+	if e.cc != nil {
+		r.registry.RemoveCluster(e.key.clusterName())
+	}
+	e.cc, e.err, e.hash = nil, err, [sha256.Size]byte{}
+}
+
+func secretKeys(data map[string][]byte) []string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// newRemoteClients builds the clients of one remote cluster: for requests,
+// with a timeout; for informers, without one, since a watch is one long
+// request. Both go through one circuit breaker.
+func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
+	b := newBreaker(server, r.clock)
+	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
+	cfg.WrapTransport = b.wrap
+	watchCfg := rest.CopyConfig(cfg)
+	cfg.Timeout = remoteTimeout
+
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	watchDyn, err := dynamic.NewForConfig(watchCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := newClusterClients(rk.clusterName(), cfg, dyn, newRESTMapper(dc, r.clock))
+	cc.server, cc.secret, cc.breaker, cc.probe = server, rk.secret.String(), b, dc.RESTClient()
+	return cc, watchDyn, nil
+}
+
+// enqueueUsersOf requeues the resources of a cluster that came back, so that
+// they do not wait out a backoff grown during the outage.
+func (r *remotes) enqueueUsersOf(rk remoteKey) {
+	r.mu.Lock()
+	var keys []cacheKey
+	for k, u := range r.users {
+		if u.resolved && u.remote == rk {
+			keys = append(keys, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range keys {
+		r.enqueue(k)
+	}
+}
+
+// secretChanged requeues the resources that look up a Secret that was
+// created, changed or deleted. A deleted Secret also takes its clients and
+// informers with it.
+func (r *remotes) secretChanged(namespace, name string, labelled, deleted bool) {
+	r.mu.Lock()
+	var keys []cacheKey
+	for k, u := range r.users {
+		if u.namespace == namespace && (u.secret == name || (u.secret == "" && labelled)) {
+			keys = append(keys, k)
+		}
+	}
+	if deleted {
+		for rk := range r.entries {
+			if rk.secret.Namespace == namespace && rk.secret.Name == name {
+				delete(r.entries, rk)
+				r.registry.RemoveCluster(rk.clusterName())
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range keys {
+		r.enqueue(k)
+	}
+}

@@ -1,0 +1,497 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/vidra-operator/vidra/internal/testenv"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/controller"
+)
+
+// remoteCluster is a second control plane, the destination of the tests of
+// remote destinations.
+type remoteCluster struct {
+	env  *testenv.Env
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	// kubeconfig is an admin kubeconfig for it, as a user would put in a
+	// Secret.
+	kubeconfig []byte
+}
+
+// server is the URL resources name in spec.destination.server.
+func (rc *remoteCluster) server() string { return rc.env.Config.Host }
+
+// TestRemoteDestinations runs the behaviours of remote destinations against
+// one second control plane, started for them; its subtests run in order,
+// the outage last.
+func TestRemoteDestinations(t *testing.T) {
+	e, err := testenv.Start(t.Context(), testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	kc, err := e.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &remoteCluster{env: e, kube: kubernetes.NewForConfigOrDie(e.Config), dyn: dynamic.NewForConfigOrDie(e.Config), kubeconfig: kc}
+
+	t.Run("AppliesThroughKubeconfigSecret", func(t *testing.T) { testAppliesThroughKubeconfigSecret(t, rc) })
+	t.Run("DriftIsCorrectedByEvents", func(t *testing.T) { testRemoteDriftIsCorrectedByEvents(t, rc) })
+	t.Run("CRDOnlyOnRemoteClusterIsMapped", func(t *testing.T) { testCRDOnlyOnRemoteClusterIsMapped(t, rc) })
+	t.Run("LegacyLabelledSecretOnlyFromOperatorNamespace", func(t *testing.T) { testLegacyLabelledSecret(t, rc) })
+	t.Run("RotatedSecretIsUsed", func(t *testing.T) { testRotatedSecretIsUsed(t, rc) })
+	t.Run("BadKubeconfigIsReported", func(t *testing.T) { testBadKubeconfigIsReported(t, rc) })
+	t.Run("MissingSecretIsReportedAndDeletionCompletes", func(t *testing.T) { testMissingSecret(t, rc) })
+	t.Run("Outage", func(t *testing.T) { testOutage(t, rc) })
+}
+
+// remoteNamespace creates, on both clusters, a namespace for one subtest:
+// the resources live in the local one, their objects go to the remote one
+// of the same name.
+func remoteNamespace(t *testing.T, rc *remoteCluster) string {
+	t.Helper()
+	ns := namespace(t)
+	if _, err := rc.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	return ns
+}
+
+// kubeconfigSecret stores a kubeconfig in a Secret of namespace ns.
+func kubeconfigSecret(t *testing.T, ns, name string, kubeconfig []byte, labels map[string]string) {
+	t.Helper()
+	_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setSecretData(t *testing.T, ns, name string, kubeconfig []byte) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s.Data = map[string][]byte{"kubeconfig": kubeconfig}
+		_, err = kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// toRemote points a resource at rc through the kubeconfig in Secret secret.
+func toRemote(rc *remoteCluster, secret string) func(*v1alpha1.VidraResource) {
+	return func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = rc.server()
+		vr.Spec.Destination.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: secret, Key: "kubeconfig"}
+	}
+}
+
+// waitRemote polls one object of the remote cluster until cond holds; obj
+// is nil when it does not exist.
+func waitRemote(t *testing.T, rc *remoteCluster, gvr schema.GroupVersionResource, ns, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	var last *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		obj, err := rc.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj, err = nil, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		last = obj
+		return cond(obj), nil
+	})
+	if err != nil {
+		t.Fatalf("%s %s/%s on the remote cluster never %s: %v\nlast seen: %v", gvr.Resource, ns, name, what, err, last)
+	}
+	return last
+}
+
+// failsWithMessage waits for Ready=False with reason and a message that
+// contains every fragment.
+func failsWithMessage(t *testing.T, ns, name, reason string, fragments ...string) *v1alpha1.VidraResource {
+	t.Helper()
+	return waitVR(t, ns, name, fmt.Sprintf("reported %s with %q", reason, fragments), func(vr *v1alpha1.VidraResource) bool {
+		if !hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, reason)(vr) {
+			return false
+		}
+		for _, f := range fragments {
+			if !strings.Contains(readyMessage(vr), f) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func requestReconcile(t *testing.T, ns, name string) {
+	t.Helper()
+	updateVR(t, ns, name, func(vr *v1alpha1.VidraResource) {
+		if vr.Annotations == nil {
+			vr.Annotations = map[string]string{}
+		}
+		vr.Annotations[v1alpha1.RequestedAtAnnotation] = time.Now().Format(time.RFC3339Nano)
+	})
+}
+
+func testAppliesThroughKubeconfigSecret(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	vr := createVR(t, ns, "app", docs(configMap("settings", map[string]string{"a": "1"}), serviceDoc), toRemote(rc, "remote"))
+	vr = waitReady(t, ns, "app")
+	if vr.Status.ManagedCount != 2 {
+		t.Fatalf("inventory = %+v", vr.Status.ManagedResources)
+	}
+	cm := waitRemote(t, rc, configMaps, ns, "settings", "was applied", exists)
+	if cm.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || cm.GetAnnotations()[v1alpha1.OwnedByAnnotation] != ns+"/app" {
+		t.Errorf("marks missing on the remote object: %v %v", cm.GetLabels(), cm.GetAnnotations())
+	}
+	waitRemote(t, rc, services, ns, "web", "was applied", exists)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the object also went to the local cluster (err %v)", err)
+	}
+
+	// Deleting the resource deletes the remote objects.
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRemote(t, rc, configMaps, ns, "settings", "was deleted", gone)
+	waitRemote(t, rc, services, ns, "web", "was deleted", gone)
+	waitVRGone(t, ns, "app")
+}
+
+func testRemoteDriftIsCorrectedByEvents(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	on := true
+	// No interval: only a watch event of the remote cluster can repair.
+	createVR(t, ns, "drift", configMap("watched", map[string]string{"a": "1"}), toRemote(rc, "remote"), func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Interval = &metav1.Duration{}
+		vr.Spec.Destination.ReconcileOnEvents = &on
+	})
+	waitReady(t, ns, "drift")
+	waitRemote(t, rc, configMaps, ns, "watched", "was applied", exists)
+
+	if err := rc.kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "watched", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRemote(t, rc, configMaps, ns, "watched", "was restored after a delete", exists)
+
+	cm, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "watched", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["a"] = "edited"
+	if _, err := rc.kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	waitRemote(t, rc, configMaps, ns, "watched", "was restored after an edit", func(o *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		return o != nil && d["a"] == "1"
+	})
+	if by, _ := reconciles.of(ns, "drift"); by[controller.TriggerInterval] > 0 {
+		t.Errorf("reconciles by trigger = %v; want the repairs to be event-driven", by)
+	}
+}
+
+func testCRDOnlyOnRemoteClusterIsMapped(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	file := filepath.Join(t.TempDir(), "crd.yaml")
+	if err := os.WriteFile(file, []byte(crdManifest("remote.e2e.vidra.test", "Gizmo")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.InstallCRDs(t.Context(), rc.env.Config, file); err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "remote.e2e.vidra.test", Version: "v1", Resource: "gizmos"}
+	if _, err := dyn.Resource(gvr).Namespace(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the kind exists on the local cluster too (err %v); the test would prove nothing", err)
+	}
+	createVR(t, ns, "crd", "apiVersion: remote.e2e.vidra.test/v1\nkind: Gizmo\nmetadata:\n  name: g1\nspec:\n  size: 2\n", toRemote(rc, "remote"))
+	waitReady(t, ns, "crd")
+	waitRemote(t, rc, gvr, ns, "g1", "was applied", exists)
+	// Drift of it is watched on the remote cluster too.
+	if err := rc.dyn.Resource(gvr).Namespace(ns).Delete(t.Context(), "g1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRemote(t, rc, gvr, ns, "g1", "was restored", exists)
+}
+
+func testLegacyLabelledSecret(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	host := "127.0.0.1"
+	legacy := map[string]string{"cluster-kubeconfig": host}
+	// A labelled Secret outside the operator's namespace is not looked at:
+	// a tenant must not be able to plant credentials for everyone.
+	kubeconfigSecret(t, ns, "planted", rc.kubeconfig, legacy)
+	createVR(t, ns, "legacy", configMap("old-style", nil), func(vr *v1alpha1.VidraResource) { vr.Spec.Destination.Server = rc.server() })
+	failsWithMessage(t, ns, "legacy", v1alpha1.ReasonDestinationError, "cluster-kubeconfig="+host, operatorNamespace)
+	if _, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "old-style", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("applied through a Secret outside the operator's namespace (err %v)", err)
+	}
+
+	// The same Secret in the operator's namespace is found, by the host of
+	// the server, and the waiting resource is requeued by its creation.
+	name := "legacy-" + ns
+	kubeconfigSecret(t, operatorNamespace, name, rc.kubeconfig, legacy)
+	t.Cleanup(func() {
+		_ = kube.CoreV1().Secrets(operatorNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	waitReady(t, ns, "legacy")
+	waitRemote(t, rc, configMaps, ns, "old-style", "was applied", exists)
+
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "legacy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRemote(t, rc, configMaps, ns, "old-style", "was deleted", gone)
+	waitVRGone(t, ns, "legacy")
+}
+
+// tokenKubeconfig is a kubeconfig for rc that authenticates with a bearer
+// token instead of the admin certificate.
+func tokenKubeconfig(t *testing.T, rc *remoteCluster, token string) []byte {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["remote"] = &clientcmdapi.Cluster{Server: rc.server(), CertificateAuthorityData: rc.env.Config.CAData}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "user"}
+	cfg.CurrentContext = "remote"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func testRotatedSecretIsUsed(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	createVR(t, ns, "rot", configMap("rotating", map[string]string{"v": "1"}), toRemote(rc, "remote"))
+	waitReady(t, ns, "rot")
+
+	// Credentials the remote API server refuses: the next reconcile (which
+	// the Secret's change triggers) must use them and fail.
+	setSecretData(t, ns, "remote", tokenKubeconfig(t, rc, "not-a-valid-token"))
+	updateVR(t, ns, "rot", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = configMap("rotating", map[string]string{"v": "2"})
+	})
+	waitVR(t, ns, "rot", "failed with the rotated credentials", func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == vr.Generation &&
+			// The API server's message for 401 Unauthorized.
+			strings.Contains(c.Message, "provide credentials")
+	})
+	cm, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "rotating", metav1.GetOptions{})
+	if err != nil || cm.Data["v"] != "1" {
+		t.Fatalf("the object changed with refused credentials: %v %v", cm, err)
+	}
+
+	// Rotated back to valid credentials, the resource recovers without any
+	// change of its own: the Secret's change requeues it.
+	setSecretData(t, ns, "remote", rc.kubeconfig)
+	waitReady(t, ns, "rot")
+	waitRemote(t, rc, configMaps, ns, "rotating", "got the new data", func(o *unstructured.Unstructured) bool {
+		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		return o != nil && d["v"] == "2"
+	})
+}
+
+func testBadKubeconfigIsReported(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	execConfig := clientcmdapi.NewConfig()
+	execConfig.Clusters["remote"] = &clientcmdapi.Cluster{Server: rc.server(), CertificateAuthorityData: rc.env.Config.CAData}
+	execConfig.AuthInfos["user"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "/bin/true", APIVersion: "client.authentication.k8s.io/v1"}}
+	execConfig.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "user"}
+	execConfig.CurrentContext = "remote"
+	execData, err := clientcmd.Write(*execConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{name: "garbage", data: "this: is: not: a kubeconfig", want: "parse kubeconfig"},
+		{name: "exec-plugin", data: string(execData), want: "exec (credential plugins"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kubeconfigSecret(t, ns, tc.name, []byte(tc.data), nil)
+			createVR(t, ns, tc.name, configMap("never", nil), toRemote(rc, tc.name))
+			vr := failsWithMessage(t, ns, tc.name, v1alpha1.ReasonDestinationError, tc.want, "Secret "+ns+"/"+tc.name)
+			if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
+				t.Errorf("a bad kubeconfig is retried with backoff, so Reconciling should be True: %+v", vr.Status.Conditions)
+			}
+		})
+	}
+	t.Run("missing-key", func(t *testing.T) {
+		kubeconfigSecret(t, ns, "wrong-key", rc.kubeconfig, nil)
+		createVR(t, ns, "wrong-key", configMap("never", nil), toRemote(rc, "wrong-key"), func(vr *v1alpha1.VidraResource) {
+			vr.Spec.Destination.KubeconfigSecretRef.Key = "value"
+		})
+		failsWithMessage(t, ns, "wrong-key", v1alpha1.ReasonDestinationError, `has no key "value"`, "kubeconfig")
+	})
+	if _, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "never", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("applied through a bad kubeconfig (err %v)", err)
+	}
+}
+
+func testMissingSecret(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	createVR(t, ns, "nosecret", configMap("kept", nil), toRemote(rc, "later"))
+	failsWithMessage(t, ns, "nosecret", v1alpha1.ReasonDestinationError, "Secret "+ns+"/later", "does not exist")
+
+	// Its creation is an event: no waiting out the backoff.
+	kubeconfigSecret(t, ns, "later", rc.kubeconfig, nil)
+	waitReady(t, ns, "nosecret")
+	waitRemote(t, rc, configMaps, ns, "kept", "was applied", exists)
+
+	// The Secret gone for good: deletion cannot reach the objects, so it
+	// removes the finalizer and says what it left behind.
+	if err := kube.CoreV1().Secrets(ns).Delete(t.Context(), "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	failsWithMessage(t, ns, "nosecret", v1alpha1.ReasonDestinationError, "does not exist")
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "nosecret", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVRGone(t, ns, "nosecret")
+	waitEvent(t, ns, "nosecret", "LeftBehind", "ConfigMap "+ns+"/kept")
+	waitRemote(t, rc, configMaps, ns, "kept", "is left in place", exists)
+}
+
+// testOutage stops the remote API server: its resources report it and back
+// off, local resources are not slowed, a deletion waits for it (or finishes
+// at once when switched to Orphan), and everything recovers when it returns.
+func testOutage(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	remoteVRs := []string{"steady", "doomed", "orphaned", "r3", "r4", "r5"}
+	for _, name := range remoteVRs {
+		createVR(t, ns, name, configMap(name, nil), toRemote(rc, "remote"))
+	}
+	createVR(t, ns, "local", configMap("local", map[string]string{"a": "1"}))
+	for _, name := range append(remoteVRs, "local") {
+		waitReady(t, ns, name)
+	}
+
+	rc.env.StopAPIServer()
+	restarted := false
+	start := func() {
+		if !restarted {
+			restarted = true
+			if err := rc.env.StartAPIServer(context.Background()); err != nil {
+				t.Fatalf("restart the remote API server: %v", err)
+			}
+		}
+	}
+	t.Cleanup(start)
+
+	t.Run("IsReportedWithBackoff", func(t *testing.T) {
+		// More failing resources than workers: were each to hold a worker,
+		// the local resource below would wait.
+		for _, name := range remoteVRs {
+			requestReconcile(t, ns, name)
+		}
+		vr := failsWithMessage(t, ns, "steady", v1alpha1.ReasonDestinationError, rc.server(), "unreachable")
+		if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("an unreachable destination is retried, so Reconciling should be True: %+v", vr.Status.Conditions)
+		}
+		before, _ := reconciles.of(ns, "steady")
+		window := 3 * time.Second
+		stays(t, window, "the resource stays unavailable", func() bool {
+			vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(context.Background(), "steady", metav1.GetOptions{})
+			return err == nil && !isReady(vr)
+		})
+		after, _ := reconciles.of(ns, "steady")
+		// Exponential backoff from 200ms retries about four times in 3s;
+		// without backoff it would be hundreds.
+		n := after[controller.TriggerRetry] - before[controller.TriggerRetry]
+		if n < 1 || n > 8 {
+			t.Errorf("%d retries in %v; want a few, with backoff", n, window)
+		}
+		t.Logf("%d retries in %v", n, window)
+	})
+
+	t.Run("LocalResourcesKeepReconciling", func(t *testing.T) {
+		start := time.Now()
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "local", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitObject(t, configMaps, ns, "local", "was restored", exists)
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("a local drift repair took %v during the outage", took)
+		}
+		t.Logf("local drift repaired in %v during the outage", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("DeletionWaitsForTheCluster", func(t *testing.T) {
+		if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, ns, "doomed", "CleanupFailed", "unreachable")
+		stays(t, 2*time.Second, "the finalizer holds the resource", func() bool {
+			_, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(context.Background(), "doomed", metav1.GetOptions{})
+			return err == nil
+		})
+	})
+
+	t.Run("OrphanFinishesDeletionAtOnce", func(t *testing.T) {
+		if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "orphaned", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		updateVR(t, ns, "orphaned", func(vr *v1alpha1.VidraResource) { vr.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan })
+		waitVRGone(t, ns, "orphaned")
+		waitEvent(t, ns, "orphaned", "LeftBehind", "ConfigMap "+ns+"/orphaned")
+	})
+
+	start()
+
+	t.Run("RecoversWhenBack", func(t *testing.T) {
+		for _, name := range []string{"steady", "r3", "r4", "r5"} {
+			waitReady(t, ns, name)
+		}
+		// Drift is corrected on events again.
+		if err := rc.kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "steady", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRemote(t, rc, configMaps, ns, "steady", "was restored", exists)
+	})
+
+	t.Run("DeletionCompletesWhenBack", func(t *testing.T) {
+		waitRemote(t, rc, configMaps, ns, "doomed", "was deleted", gone)
+		waitVRGone(t, ns, "doomed")
+		waitRemote(t, rc, configMaps, ns, "orphaned", "is left in place", exists)
+	})
+}

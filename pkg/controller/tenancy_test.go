@@ -1,0 +1,140 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// tenant creates ServiceAccount "tenant" in ns with rights on ConfigMaps of
+// ns only, as docs/multitenancy.md tells an administrator to, and returns
+// its user name.
+func tenant(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant-configmaps"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "tenant"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return "system:serviceaccount:" + ns + ":tenant"
+}
+
+func asTenant(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "tenant" }
+
+// tenantFails creates a resource acting as the tenant and waits until it
+// reports Forbidden, in its condition and in an Event, naming each fragment.
+func tenantFails(t *testing.T, ns, name, manifest string, fragments ...string) *v1alpha1.VidraResource {
+	t.Helper()
+	createVR(t, ns, name, manifest, asTenant)
+	vr := failsWithMessage(t, ns, name, v1alpha1.ReasonForbidden, fragments...)
+	waitEvent(t, ns, name, "ApplyFailed", fragments[0])
+	return vr
+}
+
+func TestTenantServiceAccountAppliesAndPrunesInItsNamespace(t *testing.T) {
+	ns := namespace(t)
+	tenant(t, ns)
+	// Rights granted to the ServiceAccounts of the namespace as a group
+	// reach the impersonated ServiceAccount too.
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "group-services"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "create", "patch", "update", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "group-services"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "group-services"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:serviceaccounts:" + ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createVR(t, ns, "mine", docs(configMap("a", map[string]string{"k": "v"}), configMap("b", nil), serviceDoc), asTenant)
+	waitReady(t, ns, "mine")
+	waitObject(t, configMaps, ns, "a", "was applied", exists)
+	waitObject(t, services, ns, "web", "was applied", exists)
+
+	// Drift repair and prune go through the ServiceAccount too.
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "a", "was restored", exists)
+	updateVR(t, ns, "mine", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = docs(configMap("a", map[string]string{"k": "v"}), serviceDoc)
+	})
+	waitObject(t, configMaps, ns, "b", "was pruned", gone)
+	waitReady(t, ns, "mine")
+}
+
+func TestTenantServiceAccountCannotCreateClusterScopedObject(t *testing.T) {
+	ns := namespace(t)
+	user := tenant(t, ns)
+	target := ns + "-grab"
+	vr := tenantFails(t, ns, "cluster", fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", target), "Namespace "+target, user)
+	if !strings.Contains(strings.ToLower(readyMessage(vr)), "forbidden") {
+		t.Errorf("message does not say forbidden: %q", readyMessage(vr))
+	}
+	stays(t, time.Second, "the namespace is not created", func() bool {
+		_, err := kube.CoreV1().Namespaces().Get(context.Background(), target, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestTenantServiceAccountCannotWriteToAnotherNamespace(t *testing.T) {
+	ns := namespace(t)
+	other := namespace(t)
+	user := tenant(t, ns)
+	theirs := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: theirs\n  namespace: %s\ndata:\n  k: v\n", other)
+	tenantFails(t, ns, "reach", docs(configMap("mine", nil), theirs), "ConfigMap "+other+"/theirs", user)
+	// What it may write is applied; what it may not is not.
+	waitObject(t, configMaps, ns, "mine", "was applied", exists)
+	stays(t, time.Second, "nothing is written to the other namespace", func() bool {
+		_, err := kube.CoreV1().ConfigMaps(other).Get(context.Background(), "theirs", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// An object that Vidra manages for someone else sits in the operator's
+// caches; a tenant aiming at it must get what its own identity gets (no
+// access), not a Conflict naming the other owner.
+func TestTenantLearnsNothingFromTheOperatorsCaches(t *testing.T) {
+	ns := namespace(t)
+	other := namespace(t)
+	createVR(t, other, "owner", configMap("private", map[string]string{"secret": "s"}))
+	waitReady(t, other, "owner")
+	user := tenant(t, ns)
+	target := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: private\n  namespace: %s\n", other)
+	vr := tenantFails(t, ns, "peek", target, "ConfigMap "+other+"/private", user)
+	if msg := readyMessage(vr); strings.Contains(msg, other+"/owner") {
+		t.Errorf("the message reveals the owner: %q", msg)
+	}
+	cm := waitObject(t, configMaps, other, "private", "exists", exists)
+	if d, _, _ := unstructured.NestedStringMap(cm.Object, "data"); d["secret"] != "s" || cm.GetAnnotations()[v1alpha1.OwnedByAnnotation] != other+"/owner" {
+		t.Fatalf("the object was touched: %v", cm.Object)
+	}
+}
