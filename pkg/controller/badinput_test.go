@@ -144,6 +144,10 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 	}
 	updateVR(t, ns, "imm", func(vr *v1alpha1.VidraResource) { vr.Spec.Force = true })
 	waitObject(t, configMaps, ns, "frozen", "was recreated with the new data", func(o *unstructured.Unstructured) bool {
+		// Between the delete and the create of the recreation it is absent.
+		if o == nil {
+			return false
+		}
 		v, _, _ := unstructured.NestedString(o.Object, "data", "v")
 		return v == "2"
 	})
