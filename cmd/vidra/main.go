@@ -68,7 +68,7 @@ func main() {
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	_ = fs.Parse(os.Args[1:])
 
-	logger, err := newLogger(f.logLevel, f.logFormat)
+	logger, err := newLogger(f.logLevel, f.logFormat, "stderr")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vidra:", err)
 		os.Exit(2)
@@ -135,7 +135,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 // newLogger builds the zap logger and routes klog, and so client-go's own
 // logs, into it, so that one process writes one format.
-func newLogger(level, format string) (klog.Logger, error) {
+func newLogger(level, format, output string) (klog.Logger, error) {
 	var lvl zapcore.Level
 	var verbosity int
 	if _, err := fmt.Sscanf(level, "%d", &verbosity); err == nil {
@@ -154,6 +154,7 @@ func newLogger(level, format string) (klog.Logger, error) {
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.Sampling = nil
+	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{output}, []string{output}
 	zl, err := cfg.Build()
 	if err != nil {
 		return klog.Logger{}, err

@@ -1,0 +1,401 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/internal/testenv"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/controller"
+	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
+)
+
+var (
+	env   *testenv.Env
+	kube  kubernetes.Interface
+	vidra versioned.Interface
+)
+
+func TestMain(m *testing.M) {
+	testenv.RunMain(m, &env, testenv.Options{}, func(ctx context.Context, e *testenv.Env) (func(), error) {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		kube = kubernetes.NewForConfigOrDie(e.Config)
+		vidra = versioned.NewForConfigOrDie(e.Config)
+		return nil, testenv.InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml"))
+	})
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "op-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	return ns.Name
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// instance is one operator run in-process, scoped to one namespace so that
+// tests do not reconcile each other's resources.
+type instance struct {
+	op          *operator.Operator
+	metrics     *prometheus.Registry
+	metricsAddr string
+	probeAddr   string
+	cancel      context.CancelFunc
+	done        chan error
+	mu          sync.Mutex
+	reconciles  []reconcile
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+type reconcile struct {
+	key     cache.ObjectName
+	trigger controller.Trigger
+	at      time.Time
+}
+
+func (i *instance) count(trigger controller.Trigger) int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	n := 0
+	for _, r := range i.reconciles {
+		if trigger == "" || r.trigger == trigger {
+			n++
+		}
+	}
+	return n
+}
+
+func (i *instance) first() (time.Time, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if len(i.reconciles) == 0 {
+		return time.Time{}, false
+	}
+	return i.reconciles[0].at, true
+}
+
+// stop ends the operator and waits for it; it may be called again.
+func (i *instance) stop() error {
+	i.stopOnce.Do(func() {
+		i.cancel()
+		i.stopErr = <-i.done
+	})
+	return i.stopErr
+}
+
+func start(t *testing.T, ns string, mutate func(*operator.Options)) *instance {
+	t.Helper()
+	i := &instance{metrics: prometheus.NewRegistry(), metricsAddr: freeAddr(t), probeAddr: freeAddr(t), done: make(chan error, 1)}
+	cfg := rest.CopyConfig(env.Config)
+	opts := operator.Options{
+		Config: cfg, Namespace: ns, WatchNamespace: ns, Workers: 2, Linger: time.Second,
+		Metrics: i.metrics, MetricsAddr: i.metricsAddr, ProbeAddr: i.probeAddr,
+		OnReconcile: func(key cache.ObjectName, trigger controller.Trigger, _ string) {
+			i.mu.Lock()
+			defer i.mu.Unlock()
+			i.reconciles = append(i.reconciles, reconcile{key, trigger, time.Now()})
+		},
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op, err := operator.New(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	i.op, i.cancel = op, cancel
+	go func() { i.done <- op.Run(ctx) }()
+	t.Cleanup(func() { _ = i.stop() })
+	return i
+}
+
+const cmDoc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  k: v\n"
+
+func createVR(t *testing.T, ns, name, manifest string, mutate ...func(*v1alpha1.VidraResource)) {
+	t.Helper()
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VidraResourceSpec{Manifest: manifest}}
+	for _, m := range mutate {
+		m(vr)
+	}
+	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func ready(ns, name string) func() bool {
+	return func() bool {
+		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && vr.Status.ObservedGeneration == vr.Generation
+	}
+}
+
+func configMapExists(ns, name string) func() bool {
+	return func() bool {
+		_, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestInstallManifestsPassServerSideDryRun(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server-side dry run creates nothing, so the namespace the other
+	// objects go to must exist for real.
+	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vidra-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), env.Kubectl(), "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(),
+		"apply", "-k", filepath.Join(root, "manifests"), "--dry-run=server").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply -k manifests --dry-run=server: %v\n%s", err, out)
+	}
+	for _, want := range []string{"customresourcedefinition", "clusterrole.rbac.authorization.k8s.io/vidra-manager", "deployment.apps/vidra", "configmap/vidra-config", "service/vidra-metrics"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("dry run output lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestProbesAnswer(t *testing.T) {
+	ns := namespace(t)
+	i := start(t, ns, nil)
+	poll(t, 30*time.Second, "readyz never answered ok", func() bool {
+		code, _ := getQuiet("http://" + i.probeAddr + "/readyz")
+		return code == http.StatusOK
+	})
+	if code, body := get(t, "http://"+i.probeAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz = %d %s", code, body)
+	}
+}
+
+func getQuiet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// metricValue sums the samples of a family whose labels contain every pair of want.
+func metricValue(t *testing.T, reg *prometheus.Registry, family string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+func TestMetricsShowReconcilesAndWhatWokeThem(t *testing.T) {
+	ns := namespace(t)
+	operator.RegisterClientMetrics(prometheus.NewRegistry()) // the process-wide hook, once
+	i := start(t, ns, nil)
+	createVR(t, ns, "m", fmt.Sprintf(cmDoc, "m"), func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	poll(t, 30*time.Second, "resource never Ready", ready(ns, "m"))
+
+	// An interval reconcile, a drift repair (event) and a requested one.
+	poll(t, 30*time.Second, "no interval reconcile", func() bool {
+		return metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "interval"}) >= 1
+	})
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "drift not corrected", func() bool {
+		return metricValue(t, i.metrics, "vidra_drift_corrections_total", map[string]string{"kind": "ConfigMap"}) >= 1
+	})
+	events := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"})
+	if events < 1 {
+		t.Errorf("drift repair not counted as an event reconcile")
+	}
+	vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(t.Context(), "m", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vr.Annotations = map[string]string{v1alpha1.RequestedAtAnnotation: "now"}
+	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Update(t.Context(), vr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "no requested reconcile", func() bool {
+		return metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "requested"}) == 1
+	})
+
+	_, body := get(t, "http://"+i.metricsAddr+"/metrics")
+	for _, family := range []string{
+		"vidra_reconciles_total", "vidra_reconcile_duration_seconds", "vidra_drift_corrections_total", "vidra_applies_total",
+		"vidra_watchregistry_informers", "vidra_watchregistry_events_delivered_total", "vidra_watchregistry_events_filtered_total",
+		"workqueue_depth", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds", "workqueue_retries_total", "workqueue_adds_total",
+	} {
+		if !strings.Contains(body, "\n"+family) && !strings.Contains(body, "# TYPE "+family+" ") {
+			t.Errorf("/metrics lacks %s", family)
+		}
+	}
+	if v := metricValue(t, i.metrics, "vidra_applies_total", map[string]string{"result": "success"}); v < 2 {
+		t.Errorf("applies = %v, want the create and the repair", v)
+	}
+}
+
+func TestLeaderElectionOnlyLeaderReconcilesAndStandbyTakesOver(t *testing.T) {
+	ns := namespace(t)
+	election := func(id string) func(*operator.Options) {
+		return func(o *operator.Options) {
+			o.LeaderElection = operator.LeaderElection{Enabled: true, Identity: id,
+				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+		}
+	}
+	a := start(t, ns, election("a"))
+	poll(t, 30*time.Second, "a never led", a.op.Leading)
+	b := start(t, ns, election("b"))
+	poll(t, 30*time.Second, "b never became ready", b.op.Ready)
+
+	createVR(t, ns, "le", fmt.Sprintf(cmDoc, "le"))
+	poll(t, 30*time.Second, "resource never Ready", ready(ns, "le"))
+	if b.count("") != 0 || b.op.Leading() {
+		t.Fatalf("the standby reconciled %d times (leading %v)", b.count(""), b.op.Leading())
+	}
+
+	stopped := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("leader stop: %v", err)
+	}
+	// Drift made while nobody leads is corrected by the new leader.
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "le", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the standby never took over and repaired", func() bool {
+		return configMapExists(ns, "le")() && b.count("") > 0
+	})
+	first, _ := b.first()
+	t.Logf("takeover: %v from the leader's stop to the new leader's first reconcile", first.Sub(stopped).Round(time.Millisecond))
+}
+
+func TestEventsForTransitionsAndNoneForNoOps(t *testing.T) {
+	ns := namespace(t)
+	i := start(t, ns, nil)
+	createVR(t, ns, "ev", fmt.Sprintf(cmDoc, "ev"), func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Interval = &metav1.Duration{Duration: time.Second}
+	})
+	poll(t, 30*time.Second, "resource never Ready", ready(ns, "ev"))
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "ev", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createVR(t, ns, "ev2", fmt.Sprintf(cmDoc, "ev"))
+	reasons := func() map[string]int {
+		list, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return nil
+		}
+		out := map[string]int{}
+		for _, e := range list.Items {
+			out[e.InvolvedObject.Name+"/"+e.Reason] += int(e.Count)
+		}
+		return out
+	}
+	poll(t, 30*time.Second, "Applied, DriftCorrected and Conflict Events", func() bool {
+		r := reasons()
+		return r["ev/Applied"] > 0 && r["ev/DriftCorrected"] > 0 && r["ev2/Conflict"] > 0
+	})
+	// No-op periodic reconciles record nothing.
+	before := reasons()["ev/Applied"] + reasons()["ev/DriftCorrected"]
+	intervals := i.count(controller.TriggerInterval)
+	poll(t, 30*time.Second, "two more interval reconciles", func() bool { return i.count(controller.TriggerInterval) >= intervals+2 })
+	if after := reasons()["ev/Applied"] + reasons()["ev/DriftCorrected"]; after != before {
+		t.Errorf("no-op interval reconciles recorded Events: %v", reasons())
+	}
+}
