@@ -110,7 +110,8 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	switch {
 	case slices.ContainsFunc(out.errs, func(e *objectError) bool { return e.conflict }):
 		reason = "Conflict"
-	case out.errs[0].index >= 0 && out.errs[0].key == (objectKey{}):
+	case out.errs[0].key == (objectKey{}):
+		// Not one object's failure: the manifest or the destination.
 		reason = cur.Reason
 	}
 	c.event(vr, true, reason, "%s", cur.Message)
