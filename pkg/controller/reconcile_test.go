@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/controller"
 )
 
 func configMap(name string, data map[string]string) string {
@@ -245,6 +246,19 @@ func TestOwnWritesCauseNoLoop(t *testing.T) {
 	}
 }
 
+// waitCount polls the reconcile counts of a resource until cond holds.
+func waitCount(t *testing.T, ns, name, what string, cond func(map[controller.Trigger]int) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		by, _ := reconciles.of(ns, name)
+		return cond(by), nil
+	})
+	if err != nil {
+		by, _ := reconciles.of(ns, name)
+		t.Fatalf("reconciles of %s/%s never showed %s: %v", ns, name, what, by)
+	}
+}
+
 // settle waits until the reconcile count of a resource stops moving for
 // half a second and returns it.
 func settle(t *testing.T, ns, name string) int {
@@ -275,9 +289,8 @@ func TestRequestedAtTriggersReconcileAndIsEchoed(t *testing.T) {
 	waitVR(t, ns, "req", "echoed the request", func(vr *v1alpha1.VidraResource) bool {
 		return vr.Status.LastHandledReconcileAt == "2026-11-21T10:00:00Z"
 	})
-	if by, _ := reconciles.of(ns, "req"); by["requested"] != 1 {
-		t.Errorf("reconciles by trigger = %v, want one requested", by)
-	}
+	// The hook runs after the status write the poll above saw.
+	waitCount(t, ns, "req", "one requested reconcile", func(by map[controller.Trigger]int) bool { return by["requested"] == 1 })
 }
 
 func TestSuspendStopsAndResumeRestores(t *testing.T) {
