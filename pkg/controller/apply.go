@@ -249,8 +249,30 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		}
 		r.out.drifted = append(r.out.drifted, fmt.Sprintf("%s (%s)", p.key, how))
 		c.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()
+		if live != nil {
+			r.st.corrected(p.key, lastWriter(live), c.clock.Now())
+		}
 	}
 	return nil
+}
+
+// lastWriter names the field manager, other than Vidra, that wrote the object
+// most recently: the one a person must talk to when the writes keep coming.
+func lastWriter(live *unstructured.Unstructured) string {
+	var who string
+	var at time.Time
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == v1alpha1.FieldManager || e.Time == nil {
+			continue
+		}
+		if who == "" || e.Time.After(at) {
+			who, at = e.Manager, e.Time.Time
+		}
+	}
+	if who == "" {
+		return "an unknown writer"
+	}
+	return who
 }
 
 func (c *Controller) apply(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {

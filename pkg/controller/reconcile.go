@@ -33,6 +33,55 @@ type resourceState struct {
 	// produced and the hash of what it applied: while both match, the object
 	// is in sync without comparing it field by field.
 	applied map[objectKey]appliedRecord
+	// edits remembers recent corrections of edited objects, to tell a
+	// one-off hand edit from another writer that keeps changing a field
+	// Vidra owns.
+	edits map[objectKey]*editHistory
+}
+
+type editHistory struct {
+	times  []time.Time
+	writer string
+}
+
+// Contention: an object edited back this many times within the window has
+// another writer fighting Vidra over it.
+const (
+	contentionEdits  = 3
+	contentionWindow = 2 * time.Minute
+)
+
+// corrected records that Vidra restored an object someone edited.
+func (st *resourceState) corrected(key objectKey, writer string, now time.Time) {
+	if st.edits == nil {
+		st.edits = map[objectKey]*editHistory{}
+	}
+	h := st.edits[key]
+	if h == nil {
+		h = &editHistory{}
+		st.edits[key] = h
+	}
+	h.times = append(h.times, now)
+	h.writer = writer
+}
+
+// contended lists, sorted, the objects another writer keeps changing, and
+// forgets corrections that left the window.
+func (st *resourceState) contended(now time.Time) []string {
+	var out []string
+	for key, h := range st.edits {
+		h.times = slices.DeleteFunc(h.times, func(t time.Time) bool { return now.Sub(t) > contentionWindow })
+		if len(h.times) == 0 {
+			delete(st.edits, key)
+			continue
+		}
+		if len(h.times) >= contentionEdits {
+			out = append(out, fmt.Sprintf("%s was changed by %s %d times in %s; Vidra restores it each time (remove the field from the manifest, or stop the other writer)",
+				key, h.writer, len(h.times), contentionWindow))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 type appliedRecord struct {

@@ -379,3 +379,27 @@ func TestPreexistingUnmanagedObjectIsNotTakenOver(t *testing.T) {
 		t.Fatalf("object was taken over: %+v", cm)
 	}
 }
+
+func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "fight", configMap("contested", map[string]string{"mode": "declared"}))
+	waitReady(t, ns, "fight")
+	for i := range 3 {
+		patch := fmt.Appendf(nil, `{"data":{"mode":"theirs-%d"}}`, i)
+		if _, err := kube.CoreV1().ConfigMaps(ns).Patch(t.Context(), "contested", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "rival-controller"}); err != nil {
+			t.Fatal(err)
+		}
+		waitObject(t, configMaps, ns, "contested", "was restored", func(o *unstructured.Unstructured) bool {
+			v, _, _ := unstructured.NestedString(o.Object, "data", "mode")
+			return v == "declared"
+		})
+	}
+	vr := waitVR(t, ns, "fight", "reported the contention", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict))
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); !strings.Contains(c.Message, "rival-controller") {
+		t.Errorf("conflict does not name the other writer: %q", c.Message)
+	}
+	if !isReady(vr) {
+		t.Errorf("the resource is in sync and should stay Ready: %+v", vr.Status.Conditions)
+	}
+	waitEvent(t, ns, "fight", "Conflict", "rival-controller")
+}

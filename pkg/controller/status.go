@@ -46,9 +46,13 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 			conflicts = append(conflicts, e)
 		}
 	}
-	if len(conflicts) > 0 {
+	contended := r.st.contended(now.Time)
+	switch {
+	case len(conflicts) > 0:
 		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, conflicts[0].reason, joinErrors(conflicts))
-	} else {
+	case len(contended) > 0:
+		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, strings.Join(contended, "; "))
+	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
 	switch {
@@ -97,6 +101,12 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	}
 	if len(out.pruned) > 0 {
 		c.event(vr, false, "Pruned", "Pruned %d objects: %s", len(out.pruned), truncate(strings.Join(out.pruned, ", ")))
+	}
+	// Another writer fighting over a field: one Warning when it starts.
+	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond != nil && cond.Reason == v1alpha1.ReasonFieldConflict {
+		if prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); prev == nil || prev.Reason != cond.Reason {
+			c.event(vr, true, "Conflict", "%s", cond.Message)
+		}
 	}
 	if len(out.errs) == 0 {
 		return
