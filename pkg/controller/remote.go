@@ -233,11 +233,13 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 		cc *clusterClients
 	}
 	var matches []match
-	var candidates, names []string
+	var names []string
 	var errs []error
 	for _, m := range metas {
+		// Every candidate stays cached, chosen or not, so that telling them
+		// apart reads no Secret again until one changes; a candidate's
+		// clients start no informer unless a resource uses them.
 		rk := remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}
-		candidates = append(candidates, rk.clusterName())
 		names = append(names, m.Name)
 		cc, exact, err := r.ensure(ctx, r.entry(rk), m.ResourceVersion)
 		if err != nil {
@@ -252,14 +254,6 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 	if len(matches) == 1 {
 		chosen = matches[0]
 	}
-	// Entries built only to look at their kubeconfig are not kept.
-	r.mu.Lock()
-	for _, m := range metas {
-		if rk := (remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}); chosen.cc == nil || rk != chosen.rk {
-			r.removeClustersLocked(r.dropIfUnusedLocked(rk))
-		}
-	}
-	r.mu.Unlock()
 	switch {
 	case chosen.cc != nil:
 		return chosen.rk, chosen.cc, nil
