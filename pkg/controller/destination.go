@@ -40,9 +40,6 @@ type destination struct {
 	mapper *restMapper
 	// serviceAccount is the impersonated identity, for messages.
 	serviceAccount string
-	// server and secret say, for messages, which remote cluster this is and
-	// where its credentials come from; both are empty for the local cluster.
-	server, secret string
 }
 
 // clusterClients are the clients of one destination cluster: the
@@ -54,10 +51,9 @@ type clusterClients struct {
 	config *rest.Config
 	client dynamic.Interface
 	mapper *restMapper
-	// server, secret, breaker and probe are set for remote clusters only.
-	server, secret string
-	breaker        *breaker
-	probe          rest.Interface
+	// breaker and probe are set for remote clusters only.
+	breaker *breaker
+	probe   rest.Interface
 
 	mu           sync.Mutex
 	impersonated map[string]dynamic.Interface
@@ -98,7 +94,7 @@ func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, 
 	} else {
 		d.remotes.release(key)
 	}
-	dest := &destination{cluster: cc.name, client: cc.client, mapper: cc.mapper, server: cc.server, secret: cc.secret}
+	dest := &destination{cluster: cc.name, client: cc.client, mapper: cc.mapper}
 	sa := vr.Spec.ServiceAccountName
 	if sa == "" {
 		sa = defaultSA

@@ -495,7 +495,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		return nil, nil, err
 	}
 	cc := newClusterClients(rk.clusterName(), cfg, dyn, newRESTMapper(dc, r.clock))
-	cc.server, cc.secret, cc.breaker, cc.probe = server, rk.secret.String(), b, dc.RESTClient()
+	cc.breaker, cc.probe = b, dc.RESTClient()
 	return cc, watchDyn, nil
 }
 
