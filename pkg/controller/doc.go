@@ -15,4 +15,10 @@
 // writes status once, only when it changed (status.go). Managed objects are
 // read from the watch registry's caches, so a reconcile of unchanged objects
 // makes no request at all.
+//
+// destination.go decides where a resource's objects go and as whom: the
+// local cluster, or a remote one through a kubeconfig Secret (remote*.go:
+// Secrets watched metadata-only, clients rebuilt on change, a circuit
+// breaker per remote credential), impersonating the resource's
+// ServiceAccount when it names one.
 package controller
