@@ -206,9 +206,16 @@ var (
 // waitObject polls one object until cond holds; obj is nil when it does not exist.
 func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
+	return waitObjectIn(t, dyn, "", gvr, ns, name, what, cond)
+}
+
+// waitObjectIn polls one object of the cluster client reaches until cond
+// holds; where names that cluster in the failure message.
+func waitObjectIn(t *testing.T, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string, cond func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
 	var last *unstructured.Unstructured
 	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		obj, err := client.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			obj, err = nil, nil
 		}
@@ -219,7 +226,7 @@ func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name, what st
 		return cond(obj), nil
 	})
 	if err != nil {
-		t.Fatalf("%s %s/%s never %s: %v\nlast seen: %v", gvr.Resource, ns, name, what, err, last)
+		t.Fatalf("%s %s/%s%s never %s: %v\nlast seen: %v", gvr.Resource, ns, name, where, what, err, last)
 	}
 	return last
 }

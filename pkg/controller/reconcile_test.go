@@ -241,7 +241,10 @@ func TestOwnWritesCauseNoLoop(t *testing.T) {
 		_, now := reconciles.of(ns, "quiet")
 		return now == settled
 	})
-	if by, n := reconciles.of(ns, "quiet"); n > 3 {
+	// The first apply, the watch events of its writes that beat their
+	// expectations, and a retry or two when the status write met a cache
+	// that had not seen the finalizer yet: a handful, never a stream.
+	if by, n := reconciles.of(ns, "quiet"); n > 6 {
 		t.Errorf("%d reconciles (%v) to converge one resource; own writes are feeding back", n, by)
 	}
 }

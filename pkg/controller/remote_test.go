@@ -121,22 +121,7 @@ func toRemote(rc *remoteCluster, secret string) func(*v1alpha1.VidraResource) {
 // is nil when it does not exist.
 func waitRemote(t *testing.T, rc *remoteCluster, gvr schema.GroupVersionResource, ns, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
-	var last *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		obj, err := rc.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			obj, err = nil, nil
-		}
-		if err != nil {
-			return false, nil
-		}
-		last = obj
-		return cond(obj), nil
-	})
-	if err != nil {
-		t.Fatalf("%s %s/%s on the remote cluster never %s: %v\nlast seen: %v", gvr.Resource, ns, name, what, err, last)
-	}
-	return last
+	return waitObjectIn(t, rc.dyn, " on the remote cluster", gvr, ns, name, what, cond)
 }
 
 // failsWithMessage waits for Ready=False with reason and a message that
