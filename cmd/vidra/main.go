@@ -7,6 +7,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,6 +46,7 @@ type flags struct {
 	leaseDuration         time.Duration
 	renewDeadline         time.Duration
 	retryPeriod           time.Duration
+	pprofAddr             string
 }
 
 func main() {
@@ -66,6 +70,7 @@ func main() {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal; standbys wait this long for a crashed leader")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling a running operator; empty turns them off")
 	_ = fs.Parse(os.Args[1:])
 
 	logger, err := newLogger(f.logLevel, f.logFormat, "stderr")
@@ -76,6 +81,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, logger)
+	if f.pprofAddr != "" {
+		stopPprof, err := servePprof(f.pprofAddr)
+		if err != nil {
+			logger.Error(err, "Serving /debug/pprof failed")
+			os.Exit(1)
+		}
+		defer stopPprof()
+	}
 	if err := run(ctx, f); err != nil {
 		logger.Error(err, "Vidra stopped")
 		klog.Flush()
@@ -162,6 +175,25 @@ func newLogger(level, format, output string) (klog.Logger, error) {
 	logger := zapr.NewLogger(zl)
 	klog.SetLogger(logger)
 	return logger, nil
+}
+
+// servePprof serves the profiles on a mux of their own: net/http/pprof's
+// handlers are never registered on the default mux, so /metrics and the
+// probes cannot expose them by accident.
+func servePprof(addr string) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --pprof-bind-address %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 func envOr(key, def string) string {
