@@ -121,29 +121,30 @@ func cacheTransform(obj any) (any, error) {
 }
 
 // readLive returns the live object: from the watch registry's cache when it
-// holds it, else from the API server. A miss in the cache only means that no
-// object with Vidra's label exists, so an unmanaged object of that name is
-// looked up before anything is created over it.
-//
-// The caches are filled with the operator's identity. A resource that
-// impersonates a ServiceAccount uses them only for objects it manages
-// itself, which it wrote with that identity; any other object is read
-// through the impersonating client, so that a tenant learns nothing through
-// Vidra (not even who owns an object) that it could not read itself.
-func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {
+// holds it, else from the API server. absent is true, and the API server was
+// not asked, when a synced cache says no object with Vidra's label exists by
+// that name: only an unmanaged object could, which applyAbsent detects.
+func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	ref := watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}
 	u, err := c.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
 	if err == nil && (r.dest.serviceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(r.vr.UID)) {
-		return u, nil
+		return u, false, nil
 	}
+	if apierrors.IsNotFound(err) {
+		return nil, true, nil
+	}
+	return c.getLive(ctx, r, p)
+}
+
+func (c *Controller) getLive(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, bool, error) {
 	live, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return live, nil
+	return live, false, nil
 }
 
 // checkOwner refuses to take over an object that another VidraResource owns,
@@ -154,8 +155,7 @@ func (c *Controller) checkOwner(vr *v1alpha1.VidraResource, live *unstructured.U
 		return nil
 	}
 	if uid == "" {
-		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
-			err: errors.New("exists and is not managed by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
+		return unmanagedError(p)
 	}
 	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
 	if key, ok := ownerKey(owner); ok {
@@ -167,6 +167,11 @@ func (c *Controller) checkOwner(vr *v1alpha1.VidraResource, live *unstructured.U
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt.
 	return nil
+}
+
+func unmanagedError(p *planned) *objectError {
+	return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
+		err: errors.New("exists and is not managed by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
 }
 
 func ownerKey(annotation string) (key cacheKey, ok bool) {
@@ -185,20 +190,34 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 	logger := klog.FromContext(ctx).WithValues("object", p.key.String())
 	fail := func(err error) *objectError { return classify(p, err) }
 
-	live, err := c.readLive(ctx, r, p)
+	live, absent, err := c.readLive(ctx, r, p)
 	if err != nil {
 		return fail(fmt.Errorf("read: %w", err))
+	}
+	hash := hashObject(p.obj)
+	if absent {
+		done, oerr := c.applyAbsent(ctx, r, p, hash)
+		if done || oerr != nil {
+			return oerr
+		}
+		// The object exists after all, Vidra's own behind a cache that has
+		// not caught up: read it and go on as for any live object.
+		if live, _, err = c.getLive(ctx, r, p); err != nil {
+			return fail(fmt.Errorf("read: %w", err))
+		}
 	}
 	if live != nil {
 		if oerr := c.checkOwner(r.vr, live, p); oerr != nil {
 			return oerr
 		}
 	}
-	hash := hashObject(p.obj)
 	rec, known := r.st.applied[p.key]
 	if live != nil {
 		edits := handEdited(live, r.cfg.OverrideManagers)
 		switch {
+		case len(edits) > 0 && handEditsCovered(live, r.cfg.OverrideManagers, p.obj.Object):
+			// The forced apply below takes every hand-edited field back.
+			logger.V(2).Info("Taking back a hand edit", "managers", edits)
 		case len(edits) > 0:
 			logger.V(2).Info("Taking back a hand edit", "managers", edits)
 			if err := c.takeOver(ctx, r, p, live); err != nil {
@@ -227,10 +246,17 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		return fail(err)
 	}
 	c.metrics.Applies.WithLabelValues("success").Inc()
+	c.applied(r, p, live, resp, hash)
+	return nil
+}
+
+// applied records a successful apply: the version it produced, the write
+// to expect on the watch, and whether it was a creation, a change, or drift.
+func (c *Controller) applied(r *run, p *planned, live, resp *unstructured.Unstructured, hash uint64) {
 	r.st.applied[p.key] = appliedRecord{hash: hash, rv: resp.GetResourceVersion()}
 	p.applied = true
 	if live != nil && resp.GetResourceVersion() == live.GetResourceVersion() {
-		return nil
+		return
 	}
 	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
 	r.out.changed++
@@ -253,7 +279,58 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 			r.st.corrected(p.key, lastWriter(live), c.clock.Now())
 		}
 	}
-	return nil
+}
+
+// applyAbsent creates an object the cache does not hold, in one request and
+// without the read that would otherwise guard against taking over an
+// unmanaged object of the same name: the apply is not forced, so a
+// pre-existing object whose fields another manager owns makes it fail with a
+// conflict, and one that only had equal values or no owned fields is
+// recognised afterwards by the other managers in its managedFields and
+// released again (its content was not changed: the values were equal).
+// done is false when the object turns out to exist and be Vidra's.
+func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash uint64) (done bool, oerr *objectError) {
+	resp, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Apply(ctx, p.obj.GetName(), p.obj,
+		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: false})
+	switch {
+	case apierrors.IsConflict(err):
+		live, _, gerr := c.getLive(ctx, r, p)
+		if gerr != nil {
+			return true, classify(p, fmt.Errorf("read: %w", gerr))
+		}
+		if live == nil {
+			return false, nil
+		}
+		if oerr := c.checkOwner(r.vr, live, p); oerr != nil {
+			return true, oerr
+		}
+		return false, nil
+	case err != nil:
+		c.metrics.Applies.WithLabelValues("error").Inc()
+		return true, classify(p, err)
+	}
+	c.metrics.Applies.WithLabelValues("success").Inc()
+	_, ours := r.st.applied[p.key]
+	if !p.inventory && !ours && writtenByOthers(resp) {
+		klog.FromContext(ctx).Info("Releasing an unmanaged object that an apply found", "object", p.key.String())
+		if err := stripMarks(ctx, r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()), resp); err != nil {
+			return true, classify(p, err)
+		}
+		return true, unmanagedError(p)
+	}
+	c.applied(r, p, nil, resp, hash)
+	return true, nil
+}
+
+// writtenByOthers reports whether a field manager other than Vidra ever
+// wrote the object; an object Vidra's apply just created has none.
+func writtenByOthers(u *unstructured.Unstructured) bool {
+	for _, e := range u.GetManagedFields() {
+		if e.Manager != v1alpha1.FieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // lastWriter names the field manager, other than Vidra, that wrote the object

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -149,4 +150,50 @@ func mergeFieldSets(dst, src map[string]any) {
 		}
 		mergeFieldSets(dv, sv)
 	}
+}
+
+// handEditsCovered reports whether every field the hand-edit managers own
+// is one the manifest sets. Then a forced apply takes all of them back by
+// itself, and the managedFields rewrite of takeOverManagedFields (two more
+// requests) is not needed. Field sets with list elements (k:, v:, i: keys)
+// are not mapped back to the manifest, so they count as not covered.
+func handEditsCovered(live *unstructured.Unstructured, overrides []string, desired map[string]any) bool {
+	for _, e := range live.GetManagedFields() {
+		if !slices.Contains(overrides, e.Manager) {
+			continue
+		}
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var set map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &set) != nil || !fieldsIn(set, desired) {
+			return false
+		}
+	}
+	return true
+}
+
+func fieldsIn(set map[string]any, obj map[string]any) bool {
+	for k, v := range set {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok {
+			return false
+		}
+		child, present := obj[name]
+		if !present || child == nil {
+			return false
+		}
+		sub, _ := v.(map[string]any)
+		if len(sub) == 0 {
+			continue
+		}
+		m, ok := child.(map[string]any)
+		if !ok || !fieldsIn(sub, m) {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestIsSubset(t *testing.T) {
@@ -77,5 +78,35 @@ func TestTakeOverManagedFields(t *testing.T) {
 	got, _ = takeOverManagedFields(entries[1:2], []string{"kubectl-edit"}, "vidra", "v1", now)
 	if len(got) != 1 || got[0].Manager != "vidra" || got[0].Operation != metav1.ManagedFieldsOperationApply {
 		t.Fatalf("entries = %+v", got)
+	}
+}
+
+func TestHandEditsCovered(t *testing.T) {
+	desired := map[string]any{
+		"metadata": map[string]any{"name": "web", "labels": map[string]any{"app": "web"}},
+		"spec":     map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{}}}},
+	}
+	tests := []struct {
+		name   string
+		fields string
+		want   bool
+	}{
+		{"kubectl scale of replicas the manifest sets", `{"f:spec":{"f:replicas":{}}}`, true},
+		{"a label the manifest sets", `{"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`, true},
+		{"a label the manifest does not set", `{"f:metadata":{"f:labels":{"f:hand":{}}}}`, false},
+		{"a list element", `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{}}}}}}`, false},
+		{"a field under a scalar", `{"f:spec":{"f:replicas":{"f:x":{}}}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live := &unstructured.Unstructured{Object: map[string]any{}}
+			live.SetManagedFields([]metav1.ManagedFieldsEntry{
+				{Manager: "vidra", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:paused":{}}}`)}},
+				{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(tt.fields)}},
+			})
+			if got := handEditsCovered(live, []string{"kubectl-edit"}, desired); got != tt.want {
+				t.Errorf("handEditsCovered(%s) = %v, want %v", tt.fields, got, tt.want)
+			}
+		})
 	}
 }

@@ -406,3 +406,48 @@ func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
 	}
 	waitEvent(t, ns, "fight", "Conflict", "rival-controller")
 }
+
+func TestPreexistingIdenticalObjectIsReleasedNotAdopted(t *testing.T) {
+	ns := namespace(t)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "same"}, Data: map[string]string{"k": "v"},
+	}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	// The same values: a non-forced apply meets no field conflict.
+	createVR(t, ns, "same", configMap("same", map[string]string{"k": "v"}))
+	waitVR(t, ns, "same", "reported the unmanaged object", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists))
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "same", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels[v1alpha1.ManagedByLabel] != "" || cm.Labels[v1alpha1.OwnerUIDLabel] != "" || cm.Annotations[v1alpha1.OwnedByAnnotation] != "" {
+		t.Fatalf("object kept Vidra's marks: labels %v annotations %v", cm.Labels, cm.Annotations)
+	}
+	if cm.Data["k"] != "v" {
+		t.Fatalf("object content changed: %v", cm.Data)
+	}
+}
+
+func TestKubectlScaleIsTakenBack(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "scale", deploymentDoc)
+	waitReady(t, ns, "scale")
+	scale, err := kube.AppsV1().Deployments(ns).GetScale(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 7
+	if _, err := kube.AppsV1().Deployments(ns).UpdateScale(t.Context(), "web", scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+		t.Fatal(err)
+	}
+	d := waitObject(t, deployments, ns, "web", "got its replicas back", func(o *unstructured.Unstructured) bool {
+		r, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+		return r == 2
+	})
+	for _, e := range d.GetManagedFields() {
+		if e.Manager == "kubectl-scale" {
+			t.Errorf("kubectl-scale still owns fields: %s", e.FieldsV1.Raw)
+		}
+	}
+}
