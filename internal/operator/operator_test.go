@@ -375,6 +375,9 @@ func TestEventsForTransitionsAndNoneForNoOps(t *testing.T) {
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "ev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Claim the object only once its owner has put it back, so that the
+	// second resource meets it owned rather than racing to create it.
+	poll(t, 30*time.Second, "drift not repaired", configMapExists(ns, "ev"))
 	createVR(t, ns, "ev2", fmt.Sprintf(cmDoc, "ev"))
 	reasons := func() map[string]int {
 		list, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})

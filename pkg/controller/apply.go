@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,11 +92,15 @@ func mark(obj *unstructured.Unstructured, vr *v1alpha1.VidraResource) *unstructu
 	return u
 }
 
-// cacheTransform trims what the watch registry caches: the last-applied
-// annotation kubectl writes (a full copy of the object) and the
-// managedFields of status writers. The managedFields of everyone else stay,
-// because a hand edit is recognised by its field manager.
-func cacheTransform(obj any) (any, error) {
+// cacheTransform trims what the watch registry caches, which is most of the
+// operator's memory: the last-applied annotation kubectl writes (a full copy
+// of the object), Vidra's own managedFields entry (its field set is the
+// manifest) and those of status writers. Hand-edit managers keep their field
+// sets, which are taken back; every other manager keeps only its name and
+// time, for the Conflict message that names a rival writer. The override
+// managers are read when an object is cached, so a configuration change
+// applies to objects as they next change.
+func (c *Controller) cacheTransform(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -107,17 +112,30 @@ func cacheTransform(obj any) (any, error) {
 		}
 	}
 	if mf := u.GetManagedFields(); len(mf) > 0 {
+		overrides := c.config().OverrideManagers
 		kept := mf[:0]
 		for _, e := range mf {
-			if e.Subresource != "status" {
-				kept = append(kept, e)
+			switch {
+			case e.Subresource == "status", e.Manager == v1alpha1.FieldManager:
+				continue
+			case slices.Contains(overrides, e.Manager):
+			default:
+				e.FieldsV1 = nil
 			}
+			kept = append(kept, e)
 		}
-		if len(kept) != len(mf) {
-			u.SetManagedFields(kept)
-		}
+		u.SetManagedFields(kept)
 	}
 	return u, nil
+}
+
+// dropManagedFields keeps VidraResources small in the informer cache: Vidra
+// never reads their managedFields, and an update that omits them keeps them.
+func dropManagedFields(obj any) (any, error) {
+	if vr, ok := obj.(*v1alpha1.VidraResource); ok {
+		vr.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // readLive returns the live object: from the watch registry's cache when it

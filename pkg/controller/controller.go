@@ -83,6 +83,8 @@ type Controller struct {
 	config   func() *config.Config
 	opts     Options
 
+	parsed *parseCache
+
 	mu       sync.Mutex
 	triggers map[cache.ObjectName]map[Trigger]time.Time
 	state    map[cache.ObjectName]*resourceState
@@ -127,6 +129,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		opts:     opts,
 		triggers: map[cache.ObjectName]map[Trigger]time.Time{},
 		state:    map[cache.ObjectName]*resourceState{},
+		parsed:   newParseCache(),
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -134,7 +137,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		Linger:           opts.Linger,
 		Map:              c.ownerOf,
 		Enqueue:          func(key cache.ObjectName, _ watchregistry.Event) { c.enqueue(key, TriggerEvent) },
-		Transform:        cacheTransform,
+		Transform:        c.cacheTransform,
 		Clock:            opts.Clock,
 		Logger:           logger.WithName("watchregistry"),
 		MetricsNamespace: "vidra_watchregistry",
@@ -150,6 +153,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	c.registry = reg
 	c.dests = newDestinations(clients, reg, opts.Clock, opts.Namespace, func(key cacheKey) { c.enqueue(key, TriggerEvent) })
 
+	if err := vrInformer.Informer().SetTransform(dropManagedFields); err != nil {
+		return nil, fmt.Errorf("trim cached VidraResources: %w", err)
+	}
 	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			t := TriggerEvent

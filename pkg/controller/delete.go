@@ -49,7 +49,7 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	items := slices.Clone(vr.Status.ManagedResources)
 	// Objects applied by a reconcile whose status write never happened (a
 	// crash in between) are not in the inventory; the manifest names them.
-	if objs, errs := st.parse(vr); len(errs) == 0 {
+	if objs, errs := c.parsed.parse(key, vr); len(errs) == 0 {
 		inv := inventorySet(items)
 		for _, o := range objs {
 			u := mark(o.Object, vr)

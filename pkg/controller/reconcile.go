@@ -24,11 +24,6 @@ import (
 // never hands one key to two workers at once.
 type resourceState struct {
 	uid types.UID
-	// The parsed manifest of generation, so that event-driven reconciles do
-	// not parse it again.
-	generation int64
-	objects    []manifest.Object
-	parseErrs  manifest.ErrorList
 	// applied remembers, per object, the resourceVersion Vidra's last apply
 	// produced and the hash of what it applied: while both match, the object
 	// is in sync without comparing it field by field.
@@ -94,7 +89,7 @@ func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
 	defer c.mu.Unlock()
 	st := c.state[key]
 	if st == nil || st.uid != uid {
-		st = &resourceState{uid: uid, generation: -1, applied: map[objectKey]appliedRecord{}}
+		st = &resourceState{uid: uid, applied: map[objectKey]appliedRecord{}}
 		c.state[key] = st
 	}
 	return st
@@ -104,17 +99,10 @@ func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
 func (c *Controller) forget(key cacheKey) {
 	c.registry.Forget(key)
 	c.dests.release(key)
+	c.parsed.forget(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.state, key)
-}
-
-func (st *resourceState) parse(vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
-	if st.generation != vr.Generation {
-		st.objects, st.parseErrs = manifest.Parse(vr.Spec.Manifest)
-		st.generation = vr.Generation
-	}
-	return st.objects, st.parseErrs
 }
 
 // run is the working set of one reconcile.
@@ -221,7 +209,7 @@ func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 	// the same way; one message says it better than one per object.
 	defer func() { r.out.errs = collapseUnreachable(r.out.errs) }()
 
-	objs, perrs := r.st.parse(vr)
+	objs, perrs := c.parsed.parse(key, vr)
 	if len(perrs) > 0 {
 		r.out.errs = append(r.out.errs, manifestErrors(perrs)...)
 		return
