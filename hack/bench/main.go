@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	n               int
+	out             string
+	skipBaseline    bool
+	samples         int
+	periodicSamples int
+	periodicEvery   time.Duration
+	idleWindow      time.Duration
+	churnUpdates    int
+	creators        int
+	vidra           string
+	operatorArgs    string
+	operatorEnv     string
+	keep            bool
+	pprof           string
+	apiserverPprof  bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 1000, "VidraResources to converge, 4 objects each")
+	flag.StringVar(&o.out, "out", "bench/results", "directory for latest.json and drift-latency.svg")
+	flag.BoolVar(&o.skipBaseline, "skip-baseline", false, "skip the kubectl apply --server-side baseline")
+	flag.IntVar(&o.samples, "samples", 60, "drift samples per kind in event mode")
+	flag.IntVar(&o.periodicSamples, "periodic-samples", 6, "drift samples per kind in periodic-only mode")
+	flag.DurationVar(&o.periodicEvery, "periodic-interval", 2*time.Second, "spec.interval of the periodic-only resources")
+	flag.DurationVar(&o.idleWindow, "idle-window", time.Minute, "how long idle requests are counted")
+	flag.IntVar(&o.churnUpdates, "churn", 100, "status-only updates of managed Deployments")
+	flag.IntVar(&o.creators, "creators", 16, "parallel clients creating VidraResources")
+	flag.StringVar(&o.vidra, "vidra", "", "a prebuilt vidra binary; empty builds cmd/vidra into bin/bench/vidra")
+	flag.StringVar(&o.operatorArgs, "operator-args", "", "extra flags for the operator, space-separated (the defaults are measured when empty)")
+	flag.StringVar(&o.operatorEnv, "operator-env", "", "extra environment for the operator, space-separated, e.g. GOMEMLIMIT=64MiB")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (audit log, operator log) after the run")
+	flag.StringVar(&o.pprof, "pprof", "", "operator's --pprof-bind-address during the run, for investigation (empty: off)")
+	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge, for investigation (files in the work directory)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	res, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Print(markdown(res))
+	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
+}
+
+// logf reports progress on stderr, so that stdout carries only the table.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func splitArgs(s string) []string { return strings.Fields(s) }

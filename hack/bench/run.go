@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vidra-operator/vidra/internal/testenv"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// periodicResources is how many periodic-only resources the periodic drift
+// measurement cycles through.
+const periodicResources = 4
+
+// samplePause separates drift samples (see measureDrift).
+const samplePause = 50 * time.Millisecond
+
+func run(ctx context.Context, o options) (res *results, err error) {
+	if o.n < 1 {
+		return nil, fmt.Errorf("-n %d: want at least 1", o.n)
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(o.out) {
+		o.out = filepath.Join(root, o.out)
+	}
+	dir, err := os.MkdirTemp("", "vidra-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if o.keep || err != nil {
+			logf("work directory kept: %s (audit.log, vidra.log)", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+
+	res = &results{Meta: machine(root, o)}
+	binary := o.vidra
+	if binary == "" {
+		binary = filepath.Join(root, "bin", "bench", "vidra")
+		logf("building %s", binary)
+		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
+			return nil, err
+		}
+	}
+
+	logf("starting a control plane (audit log of user %s)", operatorUser)
+	c, err := startCluster(ctx, dir, o.apiserverPprof)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	res.Meta.Kubernetes = testenv.KubernetesVersion
+
+	logf("creating %d namespaces for Vidra and %d for the baseline", o.n, o.n)
+	if err := createNamespaces(ctx, c.kube, "bench", o.n, 16); err != nil {
+		return nil, err
+	}
+	if err := createNamespaces(ctx, c.kube, "periodic", periodicResources, 4); err != nil {
+		return nil, err
+	}
+	if !o.skipBaseline {
+		if err := createNamespaces(ctx, c.kube, "base", o.n, 16); err != nil {
+			return nil, err
+		}
+		logf("baseline: kubectl apply --server-side of %d objects", 4*o.n)
+		wait := c.profileAPIServer(ctx, o.apiserverPprof, 8*time.Second, filepath.Join(dir, "baseline.apiserver.cpu.pprof"))
+		if res.Baseline, err = runBaseline(ctx, c, o.n); err != nil {
+			return nil, err
+		}
+		wait()
+		logf("baseline: %d objects in %.2f s (%.1f objects/s)", res.Baseline.Objects, res.Baseline.Seconds, res.Baseline.PerSec)
+	}
+
+	args := splitArgs(o.operatorArgs)
+	if o.pprof != "" {
+		args = append(args, "--pprof-bind-address="+o.pprof)
+	}
+	env := splitArgs(o.operatorEnv)
+	res.Meta.OperatorCmd = strings.TrimSpace(strings.Join(env, " ") + " vidra --kubeconfig=<user " + operatorUser + "> --namespace=" + operatorNamespace + " --log-format=json --log-level=info " + strings.Join(args, " "))
+	logf("starting the operator: %s", res.Meta.OperatorCmd)
+	opStart := time.Now()
+	if err := c.startOperator(ctx, binary, args, env); err != nil {
+		return nil, err
+	}
+	tracker := newConvergeTracker("bench", o.n)
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	if err := startTracker(trackCtx, c, tracker); err != nil {
+		return nil, err
+	}
+
+	logf("converge: %d VidraResources", o.n)
+	waitAPIServer := c.profileAPIServer(ctx, o.apiserverPprof, 8*time.Second, filepath.Join(dir, "converge.apiserver.cpu.pprof"))
+	var profiled chan error
+	if o.pprof != "" {
+		profiled = make(chan error, 1)
+		go func() {
+			profiled <- fetch(ctx, "http://"+o.pprof+"/debug/pprof/profile?seconds=20", filepath.Join(dir, "converge.cpu.pprof"))
+		}()
+	}
+	if res.Converge, err = runConverge(ctx, c, tracker, o.n, o.creators, 20*time.Minute); err != nil {
+		return nil, err
+	}
+	waitAPIServer()
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			logf("CPU profile: %v", err)
+		}
+	}
+	if res.Baseline != nil {
+		res.Converge.VsBaseline = round(res.Baseline.Seconds/res.Converge.Seconds, 2)
+	}
+	logf("converge: %d objects in %.2f s (%.1f objects/s)", res.Converge.Objects, res.Converge.Seconds, res.Converge.PerSec)
+	stopTracking()
+
+	if err := settle(ctx, c, 3*time.Second, time.Minute); err != nil {
+		return nil, err
+	}
+	if res.Memory, err = measureMemory(ctx, c, 4*o.n); err != nil {
+		return nil, err
+	}
+	logf("memory: RSS %.1f MiB, heap %.1f MiB, %0.f informers", res.Memory.RSSMiB, res.Memory.HeapAllocMiB, res.Memory.Informers)
+	if o.pprof != "" {
+		if err := fetch(ctx, "http://"+o.pprof+"/debug/pprof/heap?gc=1", filepath.Join(dir, "converged.heap.pprof")); err != nil {
+			logf("heap profile: %v", err)
+		}
+	}
+
+	logf("idle: counting for %s", o.idleWindow)
+	if res.Idle, err = measureIdle(ctx, c, o.idleWindow); err != nil {
+		return nil, err
+	}
+	logf("idle: %d requests (%s), %.1f reconciles/min", res.Idle.Requests.Total, formatCounts(res.Idle.Requests.ByVerb), res.Idle.ReconcilesPerMin)
+
+	logf("churn: %d status-only updates", o.churnUpdates)
+	if res.Churn, err = measureChurn(ctx, c, "bench", o.n, o.churnUpdates, 5*time.Second); err != nil {
+		return nil, err
+	}
+	logf("churn: %.0f reconciles, %d requests", res.Churn.Reconciles, res.Churn.Requests.Total)
+
+	h, err := startHub(ctx, c.kube)
+	if err != nil {
+		return nil, err
+	}
+	res.Drift.PauseMs = float64(samplePause.Milliseconds())
+	logf("drift, event mode: %d samples per kind", o.samples)
+	if res.Drift.Event, err = measureDrift(ctx, c.kube, h, "bench", o.n, o.samples, 30*time.Second, samplePause); err != nil {
+		return nil, err
+	}
+
+	res.Drift.PeriodicInterval = o.periodicEvery.String()
+	logf("drift, periodic-only mode (interval %s): %d samples per kind", o.periodicEvery, o.periodicSamples)
+	if err := createResources(ctx, c.vidra, "periodic", periodicResources, periodicResources, false, &metav1.Duration{Duration: o.periodicEvery}); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, c, "periodic", periodicResources, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	if res.Drift.Periodic, err = measureDrift(ctx, c.kube, h, "periodic", periodicResources, o.periodicSamples, 5*o.periodicEvery+10*time.Second, samplePause); err != nil {
+		return nil, err
+	}
+
+	if res.MemoryAtEnd, err = measureMemory(ctx, c, 4*(o.n+periodicResources)); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second)
+	all, err := auditLog{c.auditLog}.requests(operatorUser, 0, opStart, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	res.WatchesByResource = map[string]int{}
+	for k, v := range all.ByResource {
+		if r, ok := strings.CutPrefix(k, "watch "); ok {
+			res.WatchesByResource[r] = v
+		}
+	}
+
+	c.op.Stop(30 * time.Second)
+	if ws := c.op.Wait(0); ws != nil {
+		res.Meta.Notes = append(res.Meta.Notes, fmt.Sprintf("the operator's exit after SIGTERM: %v", ws))
+	}
+	res.checkTargets()
+	if err := writeOutputs(o.out, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// waitReady waits until n resources of prefix are Ready=True.
+func waitReady(ctx context.Context, c *cluster, prefix string, n int, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ready := 0
+		for i := range n {
+			vr, err := c.vidra.InfrahubV1alpha1().VidraResources(nsName(prefix, i)).Get(ctx, objName, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if meta.IsStatusConditionTrue(vr.Status.Conditions, v1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
+}
+
+// machine describes where and what ran, for the README and the JSON.
+func machine(root string, o options) runMeta {
+	m := runMeta{
+		Date:      time.Now().UTC().Format("2006-01-02"),
+		Command:   "go run ./hack/bench " + strings.Join(os.Args[1:], " "),
+		GoVersion: runtime.Version(),
+		CPUs:      runtime.NumCPU(),
+		N:         o.n,
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				m.MemoryGiB = round(kb/(1<<20), 1)
+			}
+		}
+	}
+	git := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		out, _ := cmd.Output()
+		return strings.TrimSpace(string(out))
+	}
+	m.Commit = git("rev-parse", "--short", "HEAD")
+	// The operator is built from the working tree, which others edit too:
+	// say which of its files differ from the commit.
+	for _, line := range strings.Split(git("status", "--porcelain", "--", "cmd", "internal", "pkg", "go.mod", "go.sum"), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasSuffix(line, "_test.go") {
+			m.DirtyPaths = append(m.DirtyPaths, line)
+		}
+	}
+	m.Notes = []string{
+		"The operator runs as its own process with its default flags unless stated in operatorFlags, under a client certificate of user " + operatorUser + " (group system:masters); requests are counted in the API server's audit log (level Metadata, that user only): a watch once when it starts streaming, anything else when it completes.",
+		"Converge: namespaces exist beforehand; the clock starts just before the first of N VidraResources is created (16 parallel clients) and stops when the benchmark's own informers have seen all 4·N objects and N resources Ready=True with the current generation.",
+		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence.",
+		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples.",
+		"Churn: merge patches of Deployments' /status (observedGeneration), field manager bench-deployment-controller; counted until 5 s after the last one.",
+	}
+	return m
+}
+
+// fetch saves what url answers to path; the profiles of an investigation.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
