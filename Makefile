@@ -10,7 +10,7 @@ CONTROLPLANE := $(BIN)/controlplane/$(K8S_VERSION)
 # the slowest package with its own control plane on a 2-core machine.
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
-.PHONY: all build test unit verify generate controlplane run fmt vet clean
+.PHONY: all build test unit verify generate controlplane run bench fmt vet clean
 
 all: build
 
@@ -46,6 +46,13 @@ generate:
 run: controlplane
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
 	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml
+
+## bench: SPEC §7 figures on a fresh control plane (about 5 minutes at N=1000);
+## writes bench/results/latest.json and drift-latency.svg. BENCH_FLAGS=-n 100
+## for a quick run.
+BENCH_FLAGS ?=
+bench: controlplane
+	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) run ./hack/bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)/local
