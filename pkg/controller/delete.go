@@ -27,7 +27,7 @@ const deletionPoll = time.Second
 // destination's state. When the kubeconfig Secret of a remote destination is
 // gone, nothing can ever reach the objects again, and the finalizer is
 // removed too. Both leave objects behind, which a Warning Event names.
-func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, st *resourceState) (syncResult, error) {
+func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource) (syncResult, error) {
 	logger := klog.FromContext(ctx)
 	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
 		c.forget(key)

@@ -152,11 +152,10 @@ func (c *Controller) sync(ctx context.Context, key cacheKey) (syncResult, error)
 		return syncResult{}, err
 	}
 	vr := cached.DeepCopy()
-	st := c.stateFor(key, vr.UID)
-
 	if vr.DeletionTimestamp != nil {
-		return c.finalize(ctx, key, vr, st)
+		return c.finalize(ctx, key, vr)
 	}
+	st := c.stateFor(key, vr.UID)
 	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
 		if vr, err = c.setFinalizer(ctx, vr, true); err != nil {
 			return syncResult{}, err
