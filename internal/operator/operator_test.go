@@ -50,12 +50,7 @@ func TestMain(m *testing.M) {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "op-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
-	return ns.Name
+	return testenv.Namespace(t, kube, "op-")
 }
 
 func freeAddr(t *testing.T) string {

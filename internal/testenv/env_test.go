@@ -29,17 +29,7 @@ func clientset(t *testing.T) kubernetes.Interface {
 }
 
 func testNamespace(t *testing.T, cs kubernetes.Interface) string {
-	t.Helper()
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "testenv-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
+	return Namespace(t, cs, "testenv-")
 }
 
 func TestCreateGetListRoundTrip(t *testing.T) {

@@ -97,16 +97,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // newNamespace creates a namespace deleted when the test ends.
 func newNamespace(t testing.TB, cs kubernetes.Interface) string {
 	t.Helper()
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "wr-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
+	return testenv.Namespace(t, cs, "wr-")
 }
 
 // configMap returns a managed ConfigMap of owner.
