@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -138,24 +139,55 @@ type driftResult struct {
 	// fan-out of the repair).
 	ChangeSeen  latencyStat `json:"changeSeenMs"`
 	AfterChange latencyStat `json:"repairAfterChangeSeenMs"`
+	// Requests are the operator's requests while this kind was sampled, from
+	// the audit log: what one repair costs.
+	Requests          requestCount `json:"operatorRequests"`
+	RequestsPerRepair float64      `json:"operatorRequestsPerRepair"`
 	// LatenciesMs are the samples in the order taken.
 	LatenciesMs []float64 `json:"latenciesMs"`
 	changeMs    []float64
 	afterMs     []float64
 }
 
+// driftPlan says how drift is sampled.
+type driftPlan struct {
+	prefix  string
+	n       int
+	samples int
+	timeout time.Duration
+	// pause separates samples, so that the previous repair's status write
+	// and Event are done and each sample meets an operator at rest.
+	pause time.Duration
+	// spread adds a random wait of up to spread before each change. The
+	// periodic-only resources were created together and re-check in step;
+	// without it every change would land at the same phase of their
+	// interval, right after the re-check that repaired the previous one.
+	spread time.Duration
+}
+
 // measureDrift changes the objects of the resources in namespaces
 // prefix-0000 … prefix-(n-1), samples times per kind, one change at a time,
 // and waits for each repair up to timeout. The latency is the arrival of the
 // repairing watch event minus the moment just before the change request was
-// sent; a pause between samples lets the previous repair's status write and
-// Event finish, so each sample meets an operator at rest.
-func measureDrift(ctx context.Context, kube kubernetes.Interface, h *hub, prefix string, n, samples int, timeout, pause time.Duration) (map[string]*driftResult, error) {
+// sent.
+func measureDrift(ctx context.Context, c *cluster, h *hub, plan driftPlan) (map[string]*driftResult, error) {
+	kube := c.kube
+	audit := auditLog{c.auditLog}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	prefix, n, samples, timeout, pause := plan.prefix, plan.n, plan.samples, plan.timeout, plan.pause
 	out := map[string]*driftResult{}
 	for k, kind := range driftKinds() {
 		res := &driftResult{}
 		out[kind.name] = res
+		mark, from := audit.mark(), time.Now()
 		for j := range samples {
+			if plan.spread > 0 {
+				select {
+				case <-time.After(time.Duration(rng.Int64N(int64(plan.spread)))):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			i := (k*samples + j) % n
 			s := &driftSample{ns: nsName(prefix, i), i: i, seq: j}
 			if err := kind.prepare(ctx, kube, s); err != nil {
@@ -190,10 +222,19 @@ func measureDrift(ctx context.Context, kube kubernetes.Interface, h *hub, prefix
 				return nil, ctx.Err()
 			}
 		}
+		time.Sleep(time.Second) // the audit log trails the responses a little
+		reqs, err := audit.requests(operatorUser, mark, from, time.Now().Add(-time.Second))
+		if err != nil {
+			return nil, err
+		}
+		res.Requests = reqs
+		if res.Repaired > 0 {
+			res.RequestsPerRepair = round(float64(reqs.Total)/float64(res.Repaired), 2)
+		}
 		res.Stats = stats(res.LatenciesMs)
 		res.ChangeSeen, res.AfterChange = stats(res.changeMs), stats(res.afterMs)
-		logf("  %-28s n=%d p50=%.1fms p99=%.1fms max=%.1fms unrepaired=%d (p50 change seen after %.1fms, repaired %.1fms later)",
-			kind.name, res.Repaired, res.Stats.P50, res.Stats.P99, res.Stats.Max, res.Unrepaired, res.ChangeSeen.P50, res.AfterChange.P50)
+		logf("  %-28s n=%d p50=%.1fms p99=%.1fms max=%.1fms unrepaired=%d (p50 change seen after %.1fms, repaired %.1fms later; %s)",
+			kind.name, res.Repaired, res.Stats.P50, res.Stats.P99, res.Stats.Max, res.Unrepaired, res.ChangeSeen.P50, res.AfterChange.P50, formatCounts(reqs.ByResource))
 	}
 	return out, nil
 }

@@ -53,6 +53,7 @@ func run(ctx context.Context, o options) (res *results, err error) {
 	}()
 
 	res = &results{Meta: machine(root, o)}
+	res.Meta.LoadAverage = []string{loadAverage()}
 	binary := o.vidra
 	if binary == "" {
 		binary = filepath.Join(root, "bin", "bench", "vidra")
@@ -163,9 +164,22 @@ func run(ctx context.Context, o options) (res *results, err error) {
 	}
 	res.Drift.PauseMs = float64(samplePause.Milliseconds())
 	logf("drift, event mode: %d samples per kind", o.samples)
-	if res.Drift.Event, err = measureDrift(ctx, c.kube, h, "bench", o.n, o.samples, 30*time.Second, samplePause); err != nil {
+	waitDriftProfile := func() {}
+	if o.pprof != "" {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := fetch(ctx, "http://"+o.pprof+"/debug/pprof/profile?seconds=15", filepath.Join(dir, "drift.cpu.pprof")); err != nil {
+				logf("CPU profile: %v", err)
+			}
+		}()
+		waitDriftProfile = func() { <-done }
+	}
+	res.Drift.Event, err = measureDrift(ctx, c, h, driftPlan{prefix: "bench", n: o.n, samples: o.samples, timeout: 30 * time.Second, pause: samplePause})
+	if err != nil {
 		return nil, err
 	}
+	waitDriftProfile()
 
 	res.Drift.PeriodicInterval = o.periodicEvery.String()
 	logf("drift, periodic-only mode (interval %s): %d samples per kind", o.periodicEvery, o.periodicSamples)
@@ -175,7 +189,9 @@ func run(ctx context.Context, o options) (res *results, err error) {
 	if err := waitReady(ctx, c, "periodic", periodicResources, 2*time.Minute); err != nil {
 		return nil, err
 	}
-	if res.Drift.Periodic, err = measureDrift(ctx, c.kube, h, "periodic", periodicResources, o.periodicSamples, 5*o.periodicEvery+10*time.Second, samplePause); err != nil {
+	res.Drift.Periodic, err = measureDrift(ctx, c, h, driftPlan{prefix: "periodic", n: periodicResources, samples: o.periodicSamples,
+		timeout: 5*o.periodicEvery + 10*time.Second, pause: samplePause, spread: o.periodicEvery})
+	if err != nil {
 		return nil, err
 	}
 
@@ -198,6 +214,7 @@ func run(ctx context.Context, o options) (res *results, err error) {
 	if ws := c.op.Wait(0); ws != nil {
 		res.Meta.Notes = append(res.Meta.Notes, fmt.Sprintf("the operator's exit after SIGTERM: %v", ws))
 	}
+	res.Meta.LoadAverage = append(res.Meta.LoadAverage, loadAverage())
 	res.checkTargets()
 	if err := writeOutputs(o.out, res); err != nil {
 		return nil, err
@@ -267,7 +284,7 @@ func machine(root string, o options) runMeta {
 		"The operator runs as its own process with its default flags unless stated in operatorFlags, under a client certificate of user " + operatorUser + " (group system:masters); requests are counted in the API server's audit log (level Metadata, that user only): a watch once when it starts streaming, anything else when it completes.",
 		"Converge: namespaces exist beforehand; the clock starts just before the first of N VidraResources is created (16 parallel clients) and stops when the benchmark's own informers have seen all 4·N objects and N resources Ready=True with the current generation.",
 		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence.",
-		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples.",
+		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples, and in periodic-only mode a random wait of up to one interval before each change, so that changes land at random phases of the re-check.",
 		"Churn: merge patches of Deployments' /status (observedGeneration), field manager bench-deployment-controller; counted until 5 s after the last one.",
 	}
 	return m
@@ -296,4 +313,17 @@ func fetch(ctx context.Context, url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// loadAverage is the 1, 5 and 15 minute load average.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
