@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,8 +167,12 @@ func measureChurn(ctx context.Context, c *cluster, prefix string, n, updates int
 
 // memoryResult is the operator's footprint.
 type memoryResult struct {
-	RSSMiB         float64            `json:"rssMiB"`
-	PeakRSSMiB     float64            `json:"peakRssMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
+	PeakRSSMiB float64 `json:"peakRssMiB"`
+	// RSSAnonMiB is the anonymous part of RSS (heap, stacks, runtime),
+	// RSSFileMiB the file-backed part (the binary's pages).
+	RSSAnonMiB     float64            `json:"rssAnonMiB"`
+	RSSFileMiB     float64            `json:"rssFileMiB"`
 	HeapAllocMiB   float64            `json:"goHeapAllocMiB"`
 	HeapInuseMiB   float64            `json:"goHeapInuseMiB"`
 	GoSysMiB       float64            `json:"goSysMiB"`
@@ -185,7 +192,34 @@ func measureMemory(ctx context.Context, c *cluster, managed int) (*memoryResult,
 	if err != nil {
 		return nil, err
 	}
-	return memoryFrom(m, rss, peak, managed), nil
+	mem := memoryFrom(m, rss, peak, managed)
+	mem.RSSAnonMiB, mem.RSSFileMiB = rssParts(c.op.PID())
+	return mem, nil
+}
+
+// rssParts reads RssAnon and RssFile of pid from /proc, in MiB.
+func rssParts(pid int) (anon, file float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "RssAnon:":
+			anon = round(kb/1024, 1)
+		case "RssFile:":
+			file = round(kb/1024, 1)
+		}
+	}
+	return anon, file
 }
 
 func memoryFrom(m testenv.Metrics, rss, peak int64, managed int) *memoryResult {

@@ -180,9 +180,10 @@ func markdown(r *results) string {
 		p("| %d | %.0f | %s | %.0f / %.0f |\n", c.Updates, c.Reconciles, strings.TrimSpace(fmt.Sprintf("%d %s", c.Requests.Total, parens(formatCounts(c.Requests.ByVerb)))), c.EventsReceived, c.FilteredStatusOnly)
 	}
 	if mem := r.Memory; mem != nil {
-		p("\n### Memory and informers\n\n| when | managed objects | RSS MiB | peak RSS MiB | Go heap alloc MiB | heap in use MiB | goroutines | informers | cached objects |\n|---|---|---|---|---|---|---|---|---|\n")
+		p("\n### Memory and informers\n\n| when | managed objects | RSS MiB (anon + file) | peak RSS MiB | Go heap alloc MiB | heap in use MiB | Go runtime total MiB | goroutines | informers | cached objects |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		row := func(when string, x *memoryResult) {
-			p("| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f |\n", when, x.ManagedObjects, x.RSSMiB, x.PeakRSSMiB, x.HeapAllocMiB, x.HeapInuseMiB, x.Goroutines, x.Informers, x.CachedObjects)
+			p("| %s | %d | %.1f (%.1f + %.1f) | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f |\n", when, x.ManagedObjects, x.RSSMiB, x.RSSAnonMiB, x.RSSFileMiB, x.PeakRSSMiB,
+				x.HeapAllocMiB, x.HeapInuseMiB, x.GoSysMiB, x.Goroutines, x.Informers, x.CachedObjects)
 		}
 		row("after converge", mem)
 		if e := r.MemoryAtEnd; e != nil {
