@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -299,12 +300,10 @@ func TestMetricsShowReconcilesAndWhatWokeThem(t *testing.T) {
 	if events < 1 {
 		t.Errorf("drift repair not counted as an event reconcile")
 	}
-	vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(t.Context(), "m", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vr.Annotations = map[string]string{v1alpha1.RequestedAtAnnotation: "now"}
-	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Update(t.Context(), vr, metav1.UpdateOptions{}); err != nil {
+	// A merge patch: the operator writes the status meanwhile, which an
+	// update of a resource read before would conflict with.
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"now"}}}`, v1alpha1.RequestedAtAnnotation)
+	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Patch(t.Context(), "m", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "no requested reconcile", func() bool {
