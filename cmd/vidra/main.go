@@ -70,7 +70,7 @@ func main() {
 	fs.DurationVar(&f.linger, "informer-linger", 2*time.Minute, "how long an informer no resource needs keeps running before it stops")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
-	fs.StringVar(&f.memoryFloor, "memory-limit-floor", "48Mi", "floor of the soft memory limit Vidra keeps at 1.5 times its live heap, so that RSS stays close to what it uses; 0 turns it off, and GOMEMLIMIT in the environment overrides it")
+	fs.StringVar(&f.memoryFloor, "memory-limit-floor", "64Mi", "floor of the soft memory limit Vidra keeps at its memory outside the heap plus 1.25 times its live heap, so that RSS stays close to what it uses; 0 turns it off, and GOMEMLIMIT in the environment overrides it")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect one replica through a coordination.k8s.io Lease; only the leader reconciles")
 	fs.StringVar(&f.leaseName, "leader-elect-lease-name", "vidra-leader", "name of the Lease, in --namespace")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal; standbys wait this long for a crashed leader")

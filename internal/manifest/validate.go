@@ -109,6 +109,8 @@ func checkPathSegment(name string) string {
 		return strconv.Quote(name) + " is not a valid name"
 	case strings.Contains(name, "/"):
 		return strconv.Quote(name) + ` is not a valid name: it must not contain "/"`
+	case strings.Contains(name, "%"):
+		return strconv.Quote(name) + ` is not a valid name: it must not contain "%"`
 	}
 	return ""
 }

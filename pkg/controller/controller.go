@@ -133,10 +133,18 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
-		LabelSelector:    labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}).String(),
-		Linger:           opts.Linger,
-		Map:              c.ownerOf,
-		Enqueue:          func(key cache.ObjectName, _ watchregistry.Event) { c.enqueue(key, TriggerEvent) },
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}).String(),
+		Linger:        opts.Linger,
+		Map:           c.ownerOf,
+		Enqueue: func(key cache.ObjectName, ev watchregistry.Event) {
+			// A new informer's first list is no change anyone made: after a
+			// restart it is part of starting up.
+			if ev.Type == watchregistry.EventInitialList {
+				c.enqueue(key, TriggerStartup)
+				return
+			}
+			c.enqueue(key, TriggerEvent)
+		},
 		Transform:        c.cacheTransform,
 		Clock:            opts.Clock,
 		Logger:           logger.WithName("watchregistry"),
