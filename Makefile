@@ -25,9 +25,9 @@ controlplane:
 test: controlplane verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
 
-## unit: only the tests that need no control plane (pure logic).
+## unit: the packages whose tests need no control plane (pure logic).
 unit:
-	$(GO) test -race -count=1 -short ./...
+	$(GO) test -race -count=1 ./internal/manifest/ ./internal/config/ ./cmd/vidra/
 
 verify: fmt vet
 	bash hack/verify-codegen.sh
