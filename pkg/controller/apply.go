@@ -213,6 +213,17 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		return fail(fmt.Errorf("read: %w", err))
 	}
 	hash := hashObject(p.obj)
+	if absent && r.st.unmanaged[p.key] {
+		// Known to exist without Vidra's marks: read it rather than apply
+		// and release it again on every reconcile.
+		if live, _, err = c.getLive(ctx, r, p); err != nil {
+			return fail(fmt.Errorf("read: %w", err))
+		}
+		absent = live == nil
+		if absent {
+			delete(r.st.unmanaged, p.key)
+		}
+	}
 	if absent {
 		done, oerr := c.applyAbsent(ctx, r, p, hash)
 		if done || oerr != nil {
@@ -238,6 +249,17 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 			logger.V(2).Info("Taking back a hand edit", "managers", edits)
 		case len(edits) > 0:
 			logger.V(2).Info("Taking back a hand edit", "managers", edits)
+			if keys, ok := handAddedKeys(live, r.cfg.OverrideManagers, p.obj.Object); ok {
+				resp, err := c.removeKeys(ctx, r, p, live, keys)
+				if err == nil && isSubset(p.obj.Object, resp.Object) {
+					c.applied(r, p, live, resp, hash)
+					return nil
+				}
+				if err == nil {
+					live = resp
+				}
+				// A concurrent write, or more to restore: the general path.
+			}
 			if err := c.takeOver(ctx, r, p, live); err != nil {
 				return fail(fmt.Errorf("take back fields of %s: %w", strings.Join(edits, ", "), err))
 			}
@@ -334,6 +356,7 @@ func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash u
 		if err := stripMarks(ctx, r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()), resp); err != nil {
 			return true, classify(p, err)
 		}
+		r.st.unmanaged[p.key] = true
 		return true, unmanagedError(p)
 	}
 	c.applied(r, p, nil, resp, hash)
@@ -404,6 +427,32 @@ func (c *Controller) takeOver(ctx context.Context, r *run, p *planned, cached *u
 	}
 	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
 	return nil
+}
+
+// removeKeys deletes labels and annotations added by hand with one JSON
+// patch, guarded by the resourceVersion they were seen at, so that it fails
+// rather than act on a version it has not seen.
+func (c *Controller) removeKeys(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured, paths [][]string) (*unstructured.Unstructured, error) {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()}}
+	for _, path := range paths {
+		ops = append(ops, map[string]any{"op": "remove", "path": "/" + strings.Join(escapePointer(path), "/")})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+}
+
+// escapePointer escapes path segments for a JSON pointer (RFC 6901): label
+// keys often hold a "/".
+func escapePointer(path []string) []string {
+	out := make([]string, len(path))
+	for i, seg := range path {
+		out[i] = strings.ReplaceAll(strings.ReplaceAll(seg, "~", "~0"), "/", "~1")
+	}
+	return out
 }
 
 // recreate deletes the object and waits until it is gone, so that the apply

@@ -197,3 +197,57 @@ func fieldsIn(set map[string]any, obj map[string]any) bool {
 	}
 	return true
 }
+
+// handAddedKeys returns the labels and annotations that hand-edit managers
+// added and the manifest does not set, as paths under metadata, when those
+// are all the hand edits beyond the manifest's own fields. Removing them is
+// then one small patch, where taking the fields over (takeOverManagedFields)
+// costs a read, a managedFields rewrite and an apply.
+func handAddedKeys(live *unstructured.Unstructured, overrides []string, desired map[string]any) (paths [][]string, ok bool) {
+	for _, e := range live.GetManagedFields() {
+		if !slices.Contains(overrides, e.Manager) || e.FieldsV1 == nil {
+			continue
+		}
+		var set map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &set) != nil {
+			return nil, false
+		}
+		if !uncoveredLeaves(set, desired, nil, &paths) {
+			return nil, false
+		}
+	}
+	for _, p := range paths {
+		if len(p) != 3 || p[0] != "metadata" || (p[1] != "labels" && p[1] != "annotations") {
+			return nil, false
+		}
+	}
+	return paths, len(paths) > 0
+}
+
+// uncoveredLeaves appends the leaf paths of the field set that obj does not
+// have; false means the set has list elements, which it cannot map.
+func uncoveredLeaves(set map[string]any, obj map[string]any, at []string, out *[][]string) bool {
+	for k, v := range set {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok {
+			return false
+		}
+		path := append(slices.Clone(at), name)
+		sub, _ := v.(map[string]any)
+		child, present := obj[name]
+		if len(sub) == 0 {
+			if !present || child == nil {
+				*out = append(*out, path)
+			}
+			continue
+		}
+		m, _ := child.(map[string]any)
+		if !uncoveredLeaves(sub, m, path, out) {
+			return false
+		}
+	}
+	return true
+}

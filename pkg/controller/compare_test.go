@@ -110,3 +110,37 @@ func TestHandEditsCovered(t *testing.T) {
 		})
 	}
 }
+
+func TestHandAddedKeys(t *testing.T) {
+	desired := map[string]any{
+		"metadata": map[string]any{"name": "web", "labels": map[string]any{"app": "web"}},
+		"data":     map[string]any{"a": "1"},
+	}
+	tests := []struct {
+		name   string
+		fields string
+		want   [][]string
+		ok     bool
+	}{
+		{"a label added by hand", `{"f:metadata":{"f:labels":{".":{},"f:hand":{}}}}`, [][]string{{"metadata", "labels", "hand"}}, true},
+		{"an annotation with a slash", `{"f:metadata":{"f:annotations":{"f:example.com/x":{}}}}`, [][]string{{"metadata", "annotations", "example.com/x"}}, true},
+		{"a label the manifest sets", `{"f:metadata":{"f:labels":{"f:app":{}}}}`, nil, false},
+		{"a data key added by hand", `{"f:data":{"f:b":{}}}`, nil, false},
+		{"a list element", `{"f:spec":{"f:ports":{"k:{\"port\":80}":{}}}}`, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live := &unstructured.Unstructured{Object: map[string]any{}}
+			live.SetManagedFields([]metav1.ManagedFieldsEntry{
+				{Manager: "kubectl-label", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(tt.fields)}},
+			})
+			got, ok := handAddedKeys(live, []string{"kubectl-label"}, desired)
+			if ok != tt.ok {
+				t.Fatalf("ok = %v, want %v (%v)", ok, tt.ok, got)
+			}
+			if diff := cmp.Diff(tt.want, got); ok && diff != "" {
+				t.Errorf("paths (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

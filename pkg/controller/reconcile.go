@@ -28,6 +28,9 @@ type resourceState struct {
 	// produced and the hash of what it applied: while both match, the object
 	// is in sync without comparing it field by field.
 	applied map[objectKey]appliedRecord
+	// unmanaged remembers objects found to exist without Vidra's marks,
+	// which the label-scoped caches cannot show.
+	unmanaged map[objectKey]bool
 	// edits remembers recent corrections of edited objects, to tell a
 	// one-off hand edit from another writer that keeps changing a field
 	// Vidra owns.
@@ -89,7 +92,7 @@ func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
 	defer c.mu.Unlock()
 	st := c.state[key]
 	if st == nil || st.uid != uid {
-		st = &resourceState{uid: uid, applied: map[objectKey]appliedRecord{}}
+		st = &resourceState{uid: uid, applied: map[objectKey]appliedRecord{}, unmanaged: map[objectKey]bool{}}
 		c.state[key] = st
 	}
 	return st

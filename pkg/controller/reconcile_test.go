@@ -427,6 +427,11 @@ func TestPreexistingIdenticalObjectIsReleasedNotAdopted(t *testing.T) {
 	if cm.Data["k"] != "v" {
 		t.Fatalf("object content changed: %v", cm.Data)
 	}
+	// Found once, the object is read from then on, never marked again.
+	stays(t, time.Second, "the object stays unmarked and unwritten", func() bool {
+		cur, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "same", metav1.GetOptions{})
+		return err == nil && cur.ResourceVersion == cm.ResourceVersion
+	})
 }
 
 func TestKubectlScaleIsTakenBack(t *testing.T) {
