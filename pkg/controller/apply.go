@@ -312,6 +312,9 @@ func (c *Controller) applied(r *run, p *planned, live, resp *unstructured.Unstru
 		how := "edited"
 		if live == nil {
 			how = "deleted"
+			r.out.driftDeleted++
+		} else {
+			r.out.driftEdited++
 		}
 		r.out.drifted = append(r.out.drifted, fmt.Sprintf("%s (%s)", p.key, how))
 		c.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()

@@ -120,9 +120,12 @@ type run struct {
 // outcome is what a reconcile did and what went wrong.
 type outcome struct {
 	changed, created, configured int
-	drifted                      []string
-	pruned                       []string
-	errs                         []*objectError
+	// drifted describes the objects restored; driftDeleted and driftEdited
+	// count them among created and configured.
+	drifted                   []string
+	driftDeleted, driftEdited int
+	pruned                    []string
+	errs                      []*objectError
 	// inventory is the status.managedResources to write.
 	inventory []v1alpha1.ManagedResource
 }

@@ -86,6 +86,7 @@ func TestCreateAppliesObjectsAndReportsReady(t *testing.T) {
 	}
 	waitObject(t, services, ns, "web", "exists", exists)
 	waitObject(t, deployments, ns, "web", "exists", exists)
+	waitEvent(t, ns, "app", "Applied", "Applied 3 objects (3 created, 0 configured); 3 managed")
 }
 
 func TestManifestUpdateUpdatesObjects(t *testing.T) {
@@ -137,6 +138,17 @@ func TestDeletedConfigMapIsRestored(t *testing.T) {
 	waitObject(t, configMaps, ns, "settings", "was restored", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetUID() != cm.GetUID()
 	})
+	// A restore is told as drift, not as a new apply.
+	waitEvent(t, ns, "drift", "DriftCorrected", "ConfigMap "+ns+"/settings (deleted)")
+	events, err := kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=drift,reason=Applied"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Count > 1 || !strings.Contains(e.Message, "Applied 1 objects (1 created, 0 configured)") {
+			t.Errorf("restore recorded as an apply: %q (count %d)", e.Message, e.Count)
+		}
+	}
 }
 
 func TestEditedConfigMapDataIsRestored(t *testing.T) {

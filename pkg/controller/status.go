@@ -96,8 +96,10 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	if len(out.drifted) > 0 {
 		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.drifted, ", ")))
 	}
-	if n := out.created + out.configured - len(out.drifted); n > 0 {
-		c.event(vr, false, "Applied", "Applied %d objects (%d created, %d configured); %d managed", n, out.created, out.configured-len(out.drifted)+countEdited(out.drifted), len(out.inventory))
+	// Restored objects have their own Event; Applied tells of the rest.
+	created, configured := out.created-out.driftDeleted, out.configured-out.driftEdited
+	if created+configured > 0 {
+		c.event(vr, false, "Applied", "Applied %d objects (%d created, %d configured); %d managed", created+configured, created, configured, len(out.inventory))
 	}
 	if len(out.pruned) > 0 {
 		c.event(vr, false, "Pruned", "Pruned %d objects: %s", len(out.pruned), truncate(strings.Join(out.pruned, ", ")))
@@ -125,16 +127,6 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 		reason = cur.Reason
 	}
 	c.event(vr, true, reason, "%s", cur.Message)
-}
-
-func countEdited(drifted []string) int {
-	n := 0
-	for _, d := range drifted {
-		if strings.HasSuffix(d, "(edited)") {
-			n++
-		}
-	}
-	return n
 }
 
 // writeSuspended records that the resource is suspended, once.
