@@ -24,8 +24,14 @@ type process struct {
 	waitErr error
 }
 
+// startProcess starts a control-plane child in dir, logging to dir/name.log.
 func startProcess(name, binary, dir string, args []string) (*process, error) {
-	logPath := filepath.Join(dir, name+".log")
+	return startLogged(name, binary, dir, filepath.Join(dir, name+".log"), args, nil)
+}
+
+// startLogged starts binary with its output appended to logPath and env
+// added to the inherited environment.
+func startLogged(name, binary, dir, logPath string, args, env []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
@@ -33,6 +39,9 @@ func startProcess(name, binary, dir string, args []string) (*process, error) {
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Own process group so a stop reaches everything the child forks, and
 	// Pdeathsig so the kernel kills the child if the test binary dies without
 	// running its cleanup (a panic, a timeout, SIGKILL).

@@ -50,9 +50,7 @@ type VidraProcess struct {
 	// LogPath is the file that receives the operator's stdout and stderr.
 	LogPath string
 
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error
+	proc *process
 }
 
 // VidraOptions configure StartVidra.
@@ -83,61 +81,39 @@ func StartVidra(opts VidraOptions) (*VidraProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open vidra log: %w", err)
-	}
 	args := append([]string{
 		"--kubeconfig=" + opts.Kubeconfig,
 		"--namespace=" + opts.Namespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	}, opts.Args...)
-	cmd := exec.Command(opts.Binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), opts.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("start vidra: %w", err)
+	proc, err := startLogged("vidra", opts.Binary, "", opts.LogPath, args, opts.Env)
+	if err != nil {
+		return nil, err
 	}
-	p := &VidraProcess{
+	return &VidraProcess{
 		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
 		ProbeURL:   fmt.Sprintf("http://127.0.0.1:%d", probePort),
 		LogPath:    opts.LogPath,
-		cmd:        cmd,
-		exited:     make(chan struct{}),
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		_ = logFile.Close()
-		close(p.exited)
-	}()
-	return p, nil
+		proc:       proc,
+	}, nil
 }
 
 // PID is the operator's process ID.
-func (p *VidraProcess) PID() int { return p.cmd.Process.Pid }
+func (p *VidraProcess) PID() int { return p.proc.pid() }
 
 // Exited is closed once the process has exited.
-func (p *VidraProcess) Exited() <-chan struct{} { return p.exited }
+func (p *VidraProcess) Exited() <-chan struct{} { return p.proc.exited }
 
 // Alive reports whether the process still runs.
-func (p *VidraProcess) Alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (p *VidraProcess) Alive() bool { return p.proc.alive() }
 
 // Signal sends sig to the process; signalling an exited process is no error.
 func (p *VidraProcess) Signal(sig syscall.Signal) error {
 	if !p.Alive() {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.proc.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("signal vidra (pid %d): %w", p.PID(), err)
 	}
 	return nil
@@ -148,13 +124,13 @@ func (p *VidraProcess) Signal(sig syscall.Signal) error {
 func (p *VidraProcess) Wait(timeout time.Duration) error {
 	// An exited process answers even with a zero timeout.
 	select {
-	case <-p.exited:
-		return p.waitErr
+	case <-p.proc.exited:
+		return p.proc.waitErr
 	default:
 	}
 	select {
-	case <-p.exited:
-		return p.waitErr
+	case <-p.proc.exited:
+		return p.proc.waitErr
 	case <-time.After(timeout):
 		return fmt.Errorf("vidra (pid %d) still running after %s", p.PID(), timeout)
 	}
@@ -162,19 +138,10 @@ func (p *VidraProcess) Wait(timeout time.Duration) error {
 
 // Stop ends the process: SIGTERM, then SIGKILL after grace. It is safe to
 // call on an exited process and from a cleanup.
-func (p *VidraProcess) Stop(grace time.Duration) {
-	_ = p.Signal(syscall.SIGTERM)
-	if p.Wait(grace) != nil && p.Alive() {
-		_ = p.Signal(syscall.SIGKILL)
-		<-p.exited
-	}
-}
+func (p *VidraProcess) Stop(grace time.Duration) { p.proc.stop(grace) }
 
 // Kill sends SIGKILL and waits until the process is gone.
-func (p *VidraProcess) Kill() {
-	_ = p.Signal(syscall.SIGKILL)
-	<-p.exited
-}
+func (p *VidraProcess) Kill() { p.proc.kill() }
 
 // WaitReady polls /readyz until it answers 200, failing early when the
 // process exits.
@@ -182,7 +149,7 @@ func (p *VidraProcess) WaitReady(ctx context.Context, timeout time.Duration) err
 	client := &http.Client{Timeout: time.Second}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if !p.Alive() {
-			return false, fmt.Errorf("vidra exited: %v", p.waitErr)
+			return false, fmt.Errorf("vidra exited: %v", p.proc.waitErr)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ProbeURL+"/readyz", nil)
 		if err != nil {
@@ -197,7 +164,7 @@ func (p *VidraProcess) WaitReady(ctx context.Context, timeout time.Duration) err
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("vidra (pid %d) not ready: %w; log tail:\n%s", p.PID(), err, tail(p.LogPath, 20))
+		return fmt.Errorf("vidra (pid %d) not ready: %w; log tail:\n%s", p.PID(), err, p.proc.logTail(20))
 	}
 	return nil
 }
@@ -241,16 +208,4 @@ func ProcessRSS(pid int) (rss, peak int64, err error) {
 		return 0, 0, err
 	}
 	return rss, peak, nil
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -363,20 +363,7 @@ func createCRD(t testing.TB, c clients, obj *unstructured.Unstructured) {
 	if _, err := c.dyn.Resource(crdGVR).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", obj.GetName(), err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
-		got, err := c.dyn.Resource(crdGVR).Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	err := testenv.WaitCRDEstablished(ctx, c.dyn, obj.GetName(), waitFor)
 	if err != nil {
 		t.Fatalf("CRD %s not established: %v", obj.GetName(), err)
 	}
