@@ -91,7 +91,12 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	if opts.ConfigMapName == "" {
 		opts.ConfigMapName = "vidra-config"
 	}
-	kube, err := kubernetes.NewForConfig(opts.Config)
+	// Built-in types speak protobuf, as in kube-controller-manager: Events,
+	// Leases, ConfigMaps and Secrets then cost both sides less than JSON.
+	kubeConfig := rest.CopyConfig(opts.Config)
+	kubeConfig.ContentType = runtime.ContentTypeProtobuf
+	kubeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -252,7 +252,7 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 			if keys, ok := handAddedKeys(live, r.cfg.OverrideManagers, p.obj.Object); ok {
 				resp, err := c.removeKeys(ctx, r, p, live, keys)
 				if err == nil && isSubset(p.obj.Object, resp.Object) {
-					c.applied(r, p, live, resp, hash)
+					c.applied(r, p, live, resp.GetResourceVersion(), hash)
 					return nil
 				}
 				if err == nil {
@@ -286,19 +286,19 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		return fail(err)
 	}
 	c.metrics.Applies.WithLabelValues("success").Inc()
-	c.applied(r, p, live, resp, hash)
+	c.applied(r, p, live, resp.ResourceVersion, hash)
 	return nil
 }
 
 // applied records a successful apply: the version it produced, the write
 // to expect on the watch, and whether it was a creation, a change, or drift.
-func (c *Controller) applied(r *run, p *planned, live, resp *unstructured.Unstructured, hash uint64) {
-	r.st.applied[p.key] = appliedRecord{hash: hash, rv: resp.GetResourceVersion()}
+func (c *Controller) applied(r *run, p *planned, live *unstructured.Unstructured, rv string, hash uint64) {
+	r.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
 	p.applied = true
-	if live != nil && resp.GetResourceVersion() == live.GetResourceVersion() {
+	if live != nil && rv == live.GetResourceVersion() {
 		return
 	}
-	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), rv)
 	r.out.changed++
 	switch {
 	case live == nil:
@@ -333,8 +333,7 @@ func (c *Controller) applied(r *run, p *planned, live, resp *unstructured.Unstru
 // released again (its content was not changed: the values were equal).
 // done is false when the object turns out to exist and be Vidra's.
 func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash uint64) (done bool, oerr *objectError) {
-	resp, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Apply(ctx, p.obj.GetName(), p.obj,
-		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: false})
+	resp, err := applyMeta(ctx, r, p, false)
 	switch {
 	case apierrors.IsConflict(err):
 		live, _, gerr := c.getLive(ctx, r, p)
@@ -354,22 +353,22 @@ func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash u
 	}
 	c.metrics.Applies.WithLabelValues("success").Inc()
 	_, ours := r.st.applied[p.key]
-	if !p.inventory && !ours && writtenByOthers(resp) {
+	if !p.inventory && !ours && writtenByOthers(resp.ManagedFields) {
 		klog.FromContext(ctx).Info("Releasing an unmanaged object that an apply found", "object", p.key.String())
-		if err := stripMarks(ctx, r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()), resp); err != nil {
+		if err := stripMarks(ctx, r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()), p.obj.GetKind(), p.obj.GetName()); err != nil {
 			return true, classify(p, err)
 		}
 		r.st.unmanaged[p.key] = true
 		return true, unmanagedError(p)
 	}
-	c.applied(r, p, nil, resp, hash)
+	c.applied(r, p, nil, resp.ResourceVersion, hash)
 	return true, nil
 }
 
 // writtenByOthers reports whether a field manager other than Vidra ever
 // wrote the object; an object Vidra's apply just created has none.
-func writtenByOthers(u *unstructured.Unstructured) bool {
-	for _, e := range u.GetManagedFields() {
+func writtenByOthers(managedFields []metav1.ManagedFieldsEntry) bool {
+	for _, e := range managedFields {
 		if e.Manager != v1alpha1.FieldManager {
 			return true
 		}
@@ -396,10 +395,20 @@ func lastWriter(live *unstructured.Unstructured) string {
 	return who
 }
 
-func (c *Controller) apply(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, error) {
-	force := true
-	return r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Apply(ctx, p.obj.GetName(), p.obj,
-		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: force})
+func (c *Controller) apply(ctx context.Context, r *run, p *planned) (*metav1.PartialObjectMetadata, error) {
+	return applyMeta(ctx, r, p, true)
+}
+
+// applyMeta server-side applies p and reads back only the metadata of the
+// result: what Vidra keeps of an apply is its resourceVersion and, for a
+// creation, who else has written the object.
+func applyMeta(ctx context.Context, r *run, p *planned, force bool) (*metav1.PartialObjectMetadata, error) {
+	body, err := p.obj.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", p.key, err)
+	}
+	return r.dest.meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
 }
 
 // takeOver hands the fields of hand-edit managers to Vidra (see

@@ -159,7 +159,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		}
 	}
 	c.registry = reg
-	c.dests = newDestinations(clients, reg, opts.Clock, opts.Namespace, func(key cacheKey) { c.enqueue(key, TriggerEvent) })
+	if c.dests, err = newDestinations(clients, reg, opts.Clock, opts.Namespace, func(key cacheKey) { c.enqueue(key, TriggerEvent) }); err != nil {
+		return nil, err
+	}
 
 	if err := vrInformer.Informer().SetTransform(dropManagedFields); err != nil {
 		return nil, fmt.Errorf("trim cached VidraResources: %w", err)

@@ -7,7 +7,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -77,7 +76,7 @@ func (c *Controller) release(ctx context.Context, dest *destination, vr *v1alpha
 	logger := klog.FromContext(ctx).WithValues("object", inventoryKey(m).String())
 	if !del {
 		logger.V(2).Info("Releasing object")
-		return true, stripMarks(ctx, client, live)
+		return true, stripMarks(ctx, client, live.GetKind(), live.GetName())
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return true, nil
@@ -95,15 +94,15 @@ func (c *Controller) release(ctx context.Context, dest *destination, vr *v1alpha
 
 // stripMarks removes Vidra's labels and annotation, so that the object is
 // left to whoever manages it next and no Vidra watch sees it any more.
-func stripMarks(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured) error {
+func stripMarks(ctx context.Context, client dynamic.ResourceInterface, kind, name string) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null,%q:null},"annotations":{%q:null}}}`,
 		v1alpha1.ManagedByLabel, v1alpha1.OwnerUIDLabel, v1alpha1.OwnedByAnnotation)
-	_, err := client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	_, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("release %s %s: %w", live.GetKind(), live.GetName(), err)
+		return fmt.Errorf("release %s %s: %w", kind, name, err)
 	}
 	return nil
 }

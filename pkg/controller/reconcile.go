@@ -376,11 +376,16 @@ func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResourc
 		finalizers = append(finalizers, v1alpha1.Finalizer)
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"finalizers":%s}}`, vr.ResourceVersion, jsonList(finalizers))
-	out, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	out, err := c.dests.local.meta.Resource(v1alpha1.SchemeGroupVersion.WithResource("vidraresources")).Namespace(vr.Namespace).
+		Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update finalizer of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
 	}
-	return out, nil
+	// The patch was guarded by the resourceVersion read, so the finalizers
+	// and the version are all that changed; the answer is metadata only.
+	vr = vr.DeepCopy()
+	vr.Finalizers, vr.ResourceVersion = out.Finalizers, out.ResourceVersion
+	return vr, nil
 }
 
 func jsonList(items []string) string {

@@ -494,7 +494,10 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc := newClusterClients(rk.clusterName(), cfg, dyn, newRESTMapper(dc, r.clock))
+	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, newRESTMapper(dc, r.clock))
+	if err != nil {
+		return nil, nil, err
+	}
 	cc.breaker, cc.probe = b, dc.RESTClient()
 	return cc, watchDyn, nil
 }

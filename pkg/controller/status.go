@@ -81,11 +81,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 		return nil
 	}
 	vr.Status = *st
-	_, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).UpdateStatus(ctx, vr, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
-	if err != nil {
-		return fmt.Errorf("update status of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
-	}
-	return nil
+	return c.updateStatus(ctx, vr)
 }
 
 // recordEvents emits Events for what a person wants to see: writes that
@@ -145,11 +141,7 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 	}
 	c.event(vr, false, "Suspended", "Reconciliation suspended")
 	vr.Status = *st
-	_, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).UpdateStatus(ctx, vr, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
-	if err != nil {
-		return fmt.Errorf("update status of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
-	}
-	return nil
+	return c.updateStatus(ctx, vr)
 }
 
 func joinErrors(errs []*objectError) string {
@@ -172,4 +164,24 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:maxMessage-3] + "..."
+}
+
+// metadataOnly asks the API server to answer a write with the object's
+// metadata alone: Vidra reads nothing of the answer to a status write, and
+// encoding the whole resource, manifest included, is work for both sides.
+// JSON only, so that an error still decodes as a Status.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// updateStatus writes vr's status with an update guarded by its
+// resourceVersion, like UpdateStatus, but reads back only metadata.
+func (c *Controller) updateStatus(ctx context.Context, vr *v1alpha1.VidraResource) error {
+	err := c.clients.Vidra.InfrahubV1alpha1().RESTClient().Put().
+		Namespace(vr.Namespace).Resource("vidraresources").Name(vr.Name).SubResource("status").
+		Param("fieldManager", v1alpha1.FieldManager).
+		SetHeader("Accept", metadataOnly).
+		Body(vr).Do(ctx).Error()
+	if err != nil {
+		return fmt.Errorf("update status of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	return nil
 }

@@ -28,7 +28,10 @@ func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDestinations(clients, reg, clock.RealClock{}, "vidra-system", func(cache.ObjectName) {})
+	d, err := newDestinations(clients, reg, clock.RealClock{}, "vidra-system", func(cache.ObjectName) {})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name       string
