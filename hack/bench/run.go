@@ -89,6 +89,9 @@ func run(ctx context.Context, o options) (res *results, err error) {
 		}
 		wait()
 		logf("baseline: %d objects in %.2f s (%.1f objects/s)", res.Baseline.Objects, res.Baseline.Seconds, res.Baseline.PerSec)
+		if err := releaseServiceIPs(ctx, c.kube, "base", o.n, 16); err != nil {
+			return nil, err
+		}
 	}
 
 	args := splitArgs(o.operatorArgs)
@@ -283,7 +286,7 @@ func machine(root string, o options) runMeta {
 	m.Notes = []string{
 		"The operator runs as its own process with its default flags unless stated in operatorFlags, under a client certificate of user " + operatorUser + " (group system:masters); requests are counted in the API server's audit log (level Metadata, that user only): a watch once when it starts streaming, anything else when it completes.",
 		"Converge: namespaces exist beforehand; the clock starts just before the first of N VidraResources is created (16 parallel clients) and stops when the benchmark's own informers have seen all 4·N objects and N resources Ready=True with the current generation.",
-		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence.",
+		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence. Its Services are deleted before the converge and their cluster IPs released, because allocating a cluster IP costs the API server more the more are allocated: both runs start with the same number.",
 		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples, and in periodic-only mode a random wait of up to one interval before each change, so that changes land at random phases of the re-check.",
 		"Churn: merge patches of Deployments' /status (observedGeneration), field manager bench-deployment-controller; counted until 5 s after the last one.",
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -156,4 +158,34 @@ feed:
 		first = ctx.Err()
 	}
 	return first
+}
+
+// releaseServiceIPs deletes the Services of namespaces prefix-0000 … and
+// waits until the API server has released their cluster IPs. Allocating a
+// cluster IP costs the API server more the more IPs are allocated, so the
+// baseline's Services would otherwise make every Service the operator
+// creates dearer than the one kubectl created, and the comparison unfair.
+func releaseServiceIPs(ctx context.Context, kube kubernetes.Interface, prefix string, n, parallel int) error {
+	before, err := kube.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list IP addresses: %w", err)
+	}
+	err = parallelDo(ctx, n, parallel, func(ctx context.Context, i int) error {
+		err := kube.CoreV1().Services(nsName(prefix, i)).Delete(ctx, objName, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Service %s/%s: %w", nsName(prefix, i), objName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	want := len(before.Items) - n
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := kube.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Errorf("list IP addresses: %w", err)
+		}
+		return len(l.Items) <= want, nil
+	})
 }
