@@ -60,8 +60,11 @@
 // DropManagedFields (metadata.managedFields and kubectl's last-applied
 // annotation); KeepManagedFieldsOf keeps the entries of chosen field
 // managers. Options.MetadataOnly caches only apiVersion, kind and metadata.
-// Objects returned by Get and List and carried by events are shared with the
-// cache and must not be mutated (DeepCopy first).
+// The caches hold each object as JSON, with only the metadata that keys,
+// filters and label selectors need kept decoded, which is several times
+// smaller than an Unstructured. Get and List therefore decode a fresh copy on
+// every call, which the caller may mutate; each delivered event carries its
+// own copy, shared by Map and that event's Enqueue calls.
 //
 // # Concurrency
 //

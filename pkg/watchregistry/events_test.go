@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -96,19 +97,23 @@ func TestStatusOnlyUpdateIsNotDelivered(t *testing.T) {
 		name              string
 		kind              string
 		statusSubresource bool
+		metadataOnly      bool
 	}{
 		// With a status subresource, the status write is a separate request.
-		{"status subresource", "Gadget", true},
+		{"status subresource", "Gadget", true, false},
 		// Without one, status is written with the object and bumps
 		// metadata.generation, which must not count as a change either.
-		{"no status subresource", "Gizmo", false},
+		{"no status subresource", "Gizmo", false, false},
+		// Metadata-only objects show the status write as a new
+		// resourceVersion and managedFields entry only.
+		{"metadata-only", "Gimmick", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			admin := newClients(t, env.Config)
 			ns := newNamespace(t, admin.cs)
 			gvr := crd(t, admin, "status.watchregistry.test", tc.kind, tc.statusSubresource)
 			rec := &recorder{}
-			r := startRegistry(t, admin, watchregistry.Options[string]{Enqueue: rec.enqueue})
+			r := startRegistry(t, admin, watchregistry.Options[string]{Enqueue: rec.enqueue, MetadataOnly: tc.metadataOnly})
 			ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
 			track(t, r, "owner", ref)
 			waitState(t, r, ref, watchregistry.StateSynced)
@@ -145,6 +150,18 @@ func TestStatusOnlyUpdateIsNotDelivered(t *testing.T) {
 			}
 			if n := r.Stats().Filtered[watchregistry.FilterStatusOnly]; n != 1 {
 				t.Fatalf("status-only filtered: %d, want 1", n)
+			}
+
+			// A spec change is delivered; for metadata-only objects the new
+			// generation is all that shows it.
+			pos = rec.mark()
+			changed, err := client.Patch(ctx, "cr", types.MergePatchType, []byte(`{"spec":{"size":2}}`), metav1.PatchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = rec.waitAfter(t, pos, "the spec change", forObject("cr"))
+			if got.ev.Type != watchregistry.EventUpdated || got.ev.Object.GetResourceVersion() != changed.GetResourceVersion() {
+				t.Fatalf("first event after the spec change: %s, want Updated at %s", got, changed.GetResourceVersion())
 			}
 		})
 	}
@@ -377,6 +394,121 @@ func TestGetAndListReadTheCache(t *testing.T) {
 	waitState(t, r2, nsRef, watchregistry.StateSynced)
 	if _, err := r2.Get(nsRef, "", ns); err != nil {
 		t.Fatalf("Get of a cluster-scoped object: %v", err)
+	}
+}
+
+// TestReadsReturnTheObjectAsServedAfterTheTransform reads back, in every
+// caching mode, an object with everything the cache stores apart (status,
+// resourceVersion, generation, managedFields) and JSON values of every kind,
+// and checks that callers own what they read.
+func TestReadsReturnTheObjectAsServedAfterTheTransform(t *testing.T) {
+	admin := newClients(t, env.Config)
+	const kind = "Thingamajig"
+	gvr := crd(t, admin, "roundtrip.watchregistry.test", kind, true)
+	kindFor := func(schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+		return gvr.GroupVersion().WithKind(kind), nil
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		opts      watchregistry.Options[string]
+		transform func(any) (any, error)
+		// managedFields says whether the cached object keeps some.
+		managedFields bool
+	}{
+		{"default transform", watchregistry.Options[string]{}, watchregistry.DropManagedFields, false},
+		{"keep some managedFields", watchregistry.Options[string]{Transform: watchregistry.KeepManagedFieldsOf("status-writer")},
+			watchregistry.KeepManagedFieldsOf("status-writer"), true},
+		{"no transform", watchregistry.Options[string]{NoTransform: true}, nil, true},
+		{"metadata-only", watchregistry.Options[string]{MetadataOnly: true, KindFor: kindFor, Transform: watchregistry.KeepManagedFieldsOf("status-writer")},
+			watchregistry.KeepManagedFieldsOf("status-writer"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t, admin.cs)
+			client := admin.dyn.Resource(gvr).Namespace(ns)
+			cr := customResource(gvr, kind, ns, "cr", "owner")
+			cr.SetAnnotations(map[string]string{watchregistry.LastAppliedAnnotation: `{"kept":"unless transformed"}`, "html": "<a & b>"})
+			cr.Object["spec"] = map[string]any{
+				"int": int64(9007199254740993), "negative": int64(-1), "float": 0.5, "big": 1e21,
+				"bool": true, "null": nil, "empty": map[string]any{}, "none": []any{},
+				"nested": []any{map[string]any{"k": []any{int64(1), 2.5, "s", false}}}, "unicode": "é\u2028",
+			}
+			created, err := client.Create(ctx, cr, metav1.CreateOptions{FieldManager: "watchregistry-test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			created.Object["status"] = map[string]any{"phase": "Ready", "observedGeneration": int64(1), "ratio": 0.25}
+			if _, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "status-writer"}); err != nil {
+				t.Fatal(err)
+			}
+			// Read after the writes, and the registry started after them: its
+			// initial list holds this very version.
+			served, err := client.Get(ctx, "cr", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.opts.MetadataOnly {
+				pom, err := admin.md.Resource(gvr).Namespace(ns).Get(ctx, "cr", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pom.ObjectMeta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				served = &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": kind, "metadata": md}}
+			}
+			want := served.DeepCopy()
+			if tc.transform != nil {
+				if _, err := tc.transform(want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Everything the cache keeps apart is there to be put back.
+			if want.GetResourceVersion() == "" || want.GetGeneration() == 0 || (len(want.GetManagedFields()) > 0) != tc.managedFields {
+				t.Fatalf("served object lacks what the test needs: %v", want.Object)
+			}
+			if _, ok := want.Object["status"]; ok == tc.opts.MetadataOnly {
+				t.Fatalf("served object has status: %v, want %v", ok, !tc.opts.MetadataOnly)
+			}
+
+			tc.opts.Enqueue = (&recorder{}).enqueue
+			r := startRegistry(t, admin, tc.opts)
+			ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
+			track(t, r, "owner", ref)
+			waitState(t, r, ref, watchregistry.StateSynced)
+
+			got, err := r.Get(ref, ns, "cr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+				t.Fatalf("Get (-want +got):\n%s", diff)
+			}
+			list, err := r.List(ref, "", labels.SelectorFromSet(labels.Set{ownerLabel: "owner"}))
+			if err != nil || len(list) != 1 {
+				t.Fatalf("List: %v, %v", list, err)
+			}
+			if diff := cmp.Diff(want.Object, list[0].Object); diff != "" {
+				t.Fatalf("List (-want +got):\n%s", diff)
+			}
+
+			// What Get and List return is the caller's own.
+			for _, u := range []*unstructured.Unstructured{got, list[0]} {
+				u.SetLabels(map[string]string{"mutated": "yes"})
+				u.SetResourceVersion("1")
+				_ = unstructured.SetNestedField(u.Object, "mutated", "status", "phase")
+				_ = unstructured.SetNestedField(u.Object, "mutated", "spec", "unicode")
+				u.SetManagedFields(nil)
+			}
+			again, err := r.Get(ref, ns, "cr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.Object, again.Object); diff != "" {
+				t.Fatalf("Get after mutating earlier results (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -22,6 +22,16 @@ func obj(t *testing.T, s string) map[string]any {
 	return m
 }
 
+// packJSON packs an object given as JSON, as the informers' transform does.
+func packJSON(t *testing.T, s string) *packed {
+	t.Helper()
+	p, err := pack(&unstructured.Unstructured{Object: obj(t, s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestOnlyStatusChanged(t *testing.T) {
 	const base = `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"1","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}]},"spec":{"n":1},"status":{"phase":"A"}}`
 	for _, tc := range []struct {
@@ -44,7 +54,7 @@ func TestOnlyStatusChanged(t *testing.T) {
 		{"deletion started", `{"apiVersion":"v1","kind":"X","metadata":{"name":"a","resourceVersion":"2","generation":1,"labels":{"l":"1"},"annotations":{"a":"1"},"managedFields":[{"manager":"m"}],"deletionTimestamp":"2026-11-21T00:00:00Z"},"spec":{"n":1},"status":{"phase":"A"}}`, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := onlyStatusChanged(obj(t, base), obj(t, tc.new), tc.ignoreGeneration); got != tc.want {
+			if got := onlyStatusChanged(packJSON(t, base), packJSON(t, tc.new), tc.ignoreGeneration); got != tc.want {
 				t.Fatalf("onlyStatusChanged = %v, want %v", got, tc.want)
 			}
 		})

@@ -232,19 +232,43 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 }
 
 // transformFor returns the entry's transform: conversion of metadata-only
-// objects first, so that the configured transform always sees Unstructured.
+// objects first, so that the configured transform always sees Unstructured,
+// then packing into the compact form the cache holds. Packed objects pass
+// through: the watch-list path hands its objects to the transform twice.
 func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 	user := r.transform
-	if !r.metadataOnly {
-		return user
-	}
 	gv := e.ref.GVR.GroupVersion()
+	kind := func() string { return r.kindOf(e) }
 	return func(obj any) (any, error) {
-		obj, err := metadataToUnstructured(obj, gv, func() string { return r.kindOf(e) })
-		if err != nil || user == nil {
-			return obj, err
+		if _, ok := obj.(*packed); ok {
+			return obj, nil
 		}
-		return user(obj)
+		var err error
+		if r.metadataOnly {
+			if obj, err = metadataToUnstructured(obj, gv, kind); err != nil {
+				return nil, err
+			}
+		}
+		if user != nil {
+			if obj, err = user(obj); err != nil {
+				return nil, err
+			}
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u == nil {
+			// Not ours to pack; the handler and reads skip it.
+			return obj, nil
+		}
+		p, err := pack(u)
+		if err != nil {
+			return nil, err
+		}
+		// One namespace string for the whole cache of a namespaced ref, not
+		// one per object.
+		if p.Namespace == e.ref.Namespace {
+			p.Namespace = e.ref.Namespace
+		}
+		return p, nil
 	}
 }
 
@@ -273,19 +297,23 @@ type handler[K comparable] struct {
 }
 
 func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
-	u, ok := obj.(*unstructured.Unstructured)
+	p, ok := obj.(*packed)
 	if !ok {
 		return
 	}
 	r, e := h.r, h.e
 	if isInInitialList {
 		r.stats.received[eventTypeIndex(EventInitialList)].Add(1)
-		e.collectInitial(r, u)
+		e.collectInitial(r, p)
 		return
 	}
 	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
-	if r.exp.matchWrite(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, u.GetResourceVersion(), r.clock.Now()) {
+	if r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
+		return
+	}
+	u, ok := e.unpack(p)
+	if !ok {
 		return
 	}
 	r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u})
@@ -294,10 +322,14 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 // collectInitial maps an object of the initial list to its owners instead of
 // delivering it, so that a list of thousands of objects wakes each owner
 // once.
-func (e *entry[K]) collectInitial(r *Registry[K], u *unstructured.Unstructured) {
+func (e *entry[K]) collectInitial(r *Registry[K], p *packed) {
 	// The owner may have written the object just before the informer
 	// started; the coalesced event covers that write.
-	r.exp.matchWrite(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, u.GetResourceVersion(), r.clock.Now())
+	r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now())
+	u, ok := e.unpack(p)
+	if !ok {
+		return
+	}
 	keys := r.mapFn(Event{Ref: e.ref, Type: EventInitialList, Object: u})
 	if len(keys) == 0 {
 		return
@@ -313,20 +345,20 @@ func (e *entry[K]) collectInitial(r *Registry[K], u *unstructured.Unstructured) 
 }
 
 func (h *handler[K]) OnUpdate(oldObj, newObj any) {
-	o, ok1 := oldObj.(*unstructured.Unstructured)
-	n, ok2 := newObj.(*unstructured.Unstructured)
+	o, ok1 := oldObj.(*packed)
+	n, ok2 := newObj.(*packed)
 	if !ok1 || !ok2 {
 		return
 	}
 	r, e := h.r, h.e
 	r.stats.received[eventTypeIndex(EventUpdated)].Add(1)
-	if o.GetResourceVersion() == n.GetResourceVersion() {
+	if o.ResourceVersion == n.ResourceVersion {
 		r.stats.filtered[filterIndex(FilterResync)].Add(1)
 		return
 	}
 	// Own writes first, so that an expectation is consumed even when the
 	// write also looks status-only.
-	if r.exp.matchWrite(expectationKey{e.ref, n.GetNamespace(), n.GetName()}, n.GetResourceVersion(), r.clock.Now()) {
+	if r.exp.matchWrite(expectationKey{e.ref, n.Namespace, n.Name}, n.ResourceVersion, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -334,34 +366,55 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 		r.stats.filtered[filterIndex(FilterStatusOnly)].Add(1)
 		return
 	}
-	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: n, Old: o})
+	nu, ok1 := e.unpack(n)
+	ou, ok2 := e.unpack(o)
+	if !ok1 || !ok2 {
+		return
+	}
+	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: nu, Old: ou})
 }
 
 // statusOnly applies the status-only filter. A metadata-only object without
 // a generation (ConfigMap, Secret) changed something we cannot see, so its
 // update is never called status-only.
-func (r *Registry[K]) statusOnly(o, n *unstructured.Unstructured) bool {
-	if r.metadataOnly && n.GetGeneration() == 0 {
+func (r *Registry[K]) statusOnly(o, n *packed) bool {
+	if r.metadataOnly && n.Generation == 0 {
 		return false
 	}
-	return onlyStatusChanged(o.Object, n.Object, !r.metadataOnly)
+	return onlyStatusChanged(o, n, !r.metadataOnly)
 }
 
 func (h *handler[K]) OnDelete(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	u, ok := obj.(*unstructured.Unstructured)
+	p, ok := obj.(*packed)
 	if !ok {
 		return
 	}
 	r, e := h.r, h.e
 	r.stats.received[eventTypeIndex(EventDeleted)].Add(1)
-	if r.exp.matchDelete(expectationKey{e.ref, u.GetNamespace(), u.GetName()}, r.clock.Now()) {
+	if r.exp.matchDelete(expectationKey{e.ref, p.Namespace, p.Name}, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
+	u, ok := e.unpack(p)
+	if !ok {
+		return
+	}
 	r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u})
+}
+
+// unpack decodes a cached object for an event. It cannot fail on what pack
+// wrote; should it, the event is logged and dropped rather than delivered
+// without its object, and the owner's periodic reconcile catches up.
+func (e *entry[K]) unpack(p *packed) (*unstructured.Unstructured, bool) {
+	u, err := p.unpack()
+	if err != nil {
+		e.log.Error(err, "Cannot decode a cached object; event dropped")
+		return nil, false
+	}
+	return u, true
 }
 
 func (r *Registry[K]) deliver(e *entry[K], ev Event) {
@@ -393,39 +446,30 @@ func notFound(gvr schema.GroupVersionResource, name string) error {
 	return apierrors.NewNotFound(gvr.GroupResource(), name)
 }
 
-// unstructuredLabels reads labels straight from the object's map, so that
-// matching a selector against the cache allocates nothing (GetLabels copies).
-type unstructuredLabels map[string]any
-
-func (l unstructuredLabels) Has(k string) bool { _, ok := l[k]; return ok }
-func (l unstructuredLabels) Get(k string) string {
-	v, _ := l[k].(string)
-	return v
-}
-func (l unstructuredLabels) Lookup(k string) (string, bool) {
-	v, ok := l[k].(string)
-	return v, ok
-}
-
-func labelsOf(u *unstructured.Unstructured) unstructuredLabels {
-	md, _ := u.Object["metadata"].(map[string]any)
-	l, _ := md["labels"].(map[string]any)
-	return l
-}
-
-func filterSorted(objs []any, selector labels.Selector) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(objs))
+// decodeSorted decodes the cached objects that match selector (nil for all),
+// sorted by namespace and name. Labels are matched on the packed form, so
+// objects the selector rejects are never decoded.
+func decodeSorted(objs []any, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	matched := make([]*packed, 0, len(objs))
 	for _, o := range objs {
-		u, ok := o.(*unstructured.Unstructured)
+		p, ok := o.(*packed)
 		if !ok {
 			continue
 		}
-		if selector == nil || selector.Matches(labelsOf(u)) {
-			out = append(out, u)
+		if selector == nil || selector.Matches(labels.Set(p.Labels)) {
+			matched = append(matched, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
-		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	slices.SortFunc(matched, func(a, b *packed) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	return out
+	out := make([]*unstructured.Unstructured, len(matched))
+	for i, p := range matched {
+		u, err := p.unpack()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
 }

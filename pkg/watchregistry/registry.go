@@ -85,9 +85,9 @@ type Options[K comparable] struct {
 // per Ref, delivers the events that matter through Map and Enqueue, serves
 // reads from the caches, and stops informers nobody needs.
 //
-// All methods are safe for concurrent use. Objects returned by Get and List
-// and carried by events are shared with the cache: callers must not mutate
-// them (DeepCopy first).
+// All methods are safe for concurrent use. The caches hold objects in a
+// compact encoded form: Get and List decode a fresh copy on every call, which
+// the caller owns and may mutate, and each delivered event carries its own.
 //
 // Registry implements prometheus.Collector.
 type Registry[K comparable] struct {
@@ -478,7 +478,7 @@ func (r *Registry[K]) indexer(ref Ref) (cache.Indexer, error) {
 // initial list completed (it never blocks), a StateError matching
 // ErrForbidden, ErrGone or ErrStopped when the informer ended, and
 // ErrNotTracked for an unknown ref. namespace is "" for cluster-scoped
-// objects. The object is shared with the cache: do not mutate it.
+// objects. The object is decoded for this call: the caller's to mutate.
 func (r *Registry[K]) Get(ref Ref, namespace, name string) (*unstructured.Unstructured, error) {
 	if ref.Namespace != "" && namespace != ref.Namespace {
 		return nil, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
@@ -498,12 +498,22 @@ func (r *Registry[K]) Get(ref Ref, namespace, name string) (*unstructured.Unstru
 	if !ok {
 		return nil, notFound(ref.GVR, name)
 	}
-	return obj.(*unstructured.Unstructured), nil
+	p, ok := obj.(*packed)
+	if !ok {
+		return nil, fmt.Errorf("get %s/%s from %s: the transform left a %T", namespace, name, ref, obj)
+	}
+	u, err := p.unpack()
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
+	}
+	return u, nil
 }
 
 // List returns the cached objects of the ref in namespace ("" for all the ref
 // covers) that match selector (nil for all), sorted by namespace and name. It
-// fails like Get. The objects are shared with the cache: do not mutate them.
+// fails like Get. The objects are decoded for this call: the caller's to
+// mutate. Only the objects that match are decoded, so a narrow selector keeps
+// a List over a large cache cheap.
 func (r *Registry[K]) List(ref Ref, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
 	if ref.Namespace != "" && namespace != "" && namespace != ref.Namespace {
 		return nil, fmt.Errorf("list in namespace %s: outside the scope of %s", namespace, ref)
@@ -518,7 +528,11 @@ func (r *Registry[K]) List(ref Ref, namespace string, selector labels.Selector) 
 	} else if objs, err = idx.ByIndex(cache.NamespaceIndex, namespace); err != nil {
 		return nil, fmt.Errorf("list %s in namespace %s: %w", ref, namespace, err)
 	}
-	return filterSorted(objs, selector), nil
+	out, err := decodeSorted(objs, selector)
+	if err != nil {
+		return nil, fmt.Errorf("list %s in namespace %q: %w", ref, namespace, err)
+	}
+	return out, nil
 }
 
 // ExpectWrite announces the owner's own create, update or apply of an

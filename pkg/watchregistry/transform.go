@@ -1,8 +1,6 @@
 package watchregistry
 
 import (
-	"reflect"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,8 +93,7 @@ func keepManagedFields(obj any, keep map[string]bool) any {
 // metadataToUnstructured turns the PartialObjectMetadata of a metadata
 // informer into an Unstructured holding apiVersion, kind and metadata, so
 // that callers see one object type whatever the mode. kind is "" when the
-// registry was given no KindFor. Objects already converted pass through: the
-// watch-list path may hand an object to the transform twice.
+// registry was given no KindFor. Other objects pass through unchanged.
 func metadataToUnstructured(obj any, gv schema.GroupVersion, kind func() string) (any, error) {
 	p, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -114,44 +111,4 @@ func metadataToUnstructured(obj any, gv schema.GroupVersion, kind func() string)
 		u.Object["kind"] = k
 	}
 	return u, nil
-}
-
-// onlyStatusChanged reports whether old and new differ at most in status and
-// in metadata the owner does not care about: resourceVersion, managedFields
-// and, when ignoreGeneration, generation. Generation is ignored for full
-// objects because status writes of resources without a status subresource
-// bump it while the spec stays visible in the object; for metadata-only
-// objects it is the one sign of a spec change and must count.
-func onlyStatusChanged(old, new map[string]any, ignoreGeneration bool) bool {
-	if !equalExcept(old, new, func(k string) bool { return k == "status" || k == "metadata" }) {
-		return false
-	}
-	om, _ := old["metadata"].(map[string]any)
-	nm, _ := new["metadata"].(map[string]any)
-	return equalExcept(om, nm, func(k string) bool {
-		return k == "resourceVersion" || k == "managedFields" || (ignoreGeneration && k == "generation")
-	})
-}
-
-// equalExcept compares two JSON-like maps key by key, skipping ignored keys,
-// without copying either.
-func equalExcept(a, b map[string]any, ignored func(string) bool) bool {
-	for k, av := range a {
-		if ignored(k) {
-			continue
-		}
-		bv, ok := b[k]
-		if !ok || !reflect.DeepEqual(av, bv) {
-			return false
-		}
-	}
-	for k := range b {
-		if ignored(k) {
-			continue
-		}
-		if _, ok := a[k]; !ok {
-			return false
-		}
-	}
-	return true
 }

@@ -76,10 +76,11 @@ type Event struct {
 	Type EventType
 	// Object is the new object, or the last known object for deletes
 	// (tombstones are unwrapped); nil for EventStateChanged and for the
-	// EventInitialList handed to Enqueue. It is shared with the cache: do not
-	// mutate it.
+	// EventInitialList handed to Enqueue. It is decoded from the cache for
+	// this event and not shared with it, but Map and every Enqueue of the
+	// event receive the same one: mutate only a copy.
 	Object *unstructured.Unstructured
-	// Old is the previous object of an EventUpdated, shared like Object.
+	// Old is the previous object of an EventUpdated, decoded like Object.
 	Old *unstructured.Unstructured
 }
 
