@@ -146,6 +146,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			c.enqueue(key, TriggerEvent)
 		},
 		Transform:        c.cacheTransform,
+		FieldManager:     v1alpha1.FieldManager,
 		Clock:            opts.Clock,
 		Logger:           logger.WithName("watchregistry"),
 		MetricsNamespace: "vidra_watchregistry",

@@ -30,7 +30,9 @@
 //
 // After writing an object, call ExpectWrite with the resourceVersion the API
 // server returned, and call ExpectDelete before deleting one, so that the
-// owner is not woken by its own writes.
+// owner is not woken by its own writes. Creations often reach the watch
+// before their answer reaches the writer; Options.FieldManager recognises
+// them by their managedFields instead.
 //
 // # What is delivered
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -637,5 +638,39 @@ func TestCollectorReportsTheStats(t *testing.T) {
 		if got[name] != v {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
 		}
+	}
+}
+
+func TestCreationsByTheOwnersFieldManagerAreOwnWrites(t *testing.T) {
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{FieldManager: "the-owner"})
+	ctx := context.Background()
+	create := func(name, manager string) *corev1.ConfigMap {
+		t.Helper()
+		cm, err := c.cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, name, "owner", nil), metav1.CreateOptions{FieldManager: manager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	// No ExpectWrite before the events: the owner's answer is "late".
+	mine := create("mine", "the-owner")
+	create("theirs", "someone-else")
+	rec.waitAfter(t, 0, "the add of theirs", isEvent(watchregistry.EventAdded, "theirs"))
+	if n := rec.count(forObject("mine")); n != 0 {
+		t.Fatalf("the owner's own creation was enqueued %d times", n)
+	}
+	if n := r.Stats().Filtered[watchregistry.FilterOwnWrite]; n != 1 {
+		t.Fatalf("own-write filtered: %d, want 1", n)
+	}
+	// The answer arrives after the event: nothing is left to expect.
+	r.ExpectWrite(ref, ns, "mine", mine.ResourceVersion)
+	if n := r.Stats().Expectations; n != 0 {
+		t.Fatalf("expectations held after the event was seen: %d, want 0", n)
+	}
+	// An edit of the owner's object by someone else is still delivered.
+	edited := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"hand-edit"}}`)
+	got := rec.waitAfter(t, 0, "the edit of mine", isEvent(watchregistry.EventUpdated, "mine"))
+	if got.ev.Object.GetResourceVersion() != edited.ResourceVersion {
+		t.Fatalf("delivered %s, want the edit at %s", got, edited.ResourceVersion)
 	}
 }

@@ -249,6 +249,11 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 				return nil, err
 			}
 		}
+		// Before the transform, which may trim managedFields.
+		own := false
+		if u, ok := obj.(*unstructured.Unstructured); ok && r.fieldManager != "" {
+			own = onlyManager(u, r.fieldManager)
+		}
 		if user != nil {
 			if obj, err = user(obj); err != nil {
 				return nil, err
@@ -263,6 +268,7 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if err != nil {
 			return nil, err
 		}
+		p.ownerWrote = own
 		// One namespace string for the whole cache of a namespaced ref, not
 		// one per object.
 		if p.Namespace == e.ref.Namespace {
@@ -308,7 +314,9 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
-	if r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now()) {
+	// An object only the owners' manager wrote is their own creation,
+	// whether or not its ExpectWrite came before the event.
+	if r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now()) || p.ownerWrote {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}

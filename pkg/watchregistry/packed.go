@@ -35,6 +35,9 @@ type packed struct {
 	// .metadata.managedFields, nil when the object has none.
 	status        []byte
 	managedFields []byte
+	// ownerWrote is set when the served managedFields named
+	// Options.FieldManager alone.
+	ownerWrote bool
 }
 
 var _ runtime.Object = (*packed)(nil)
@@ -51,6 +54,7 @@ func (p *packed) DeepCopyObject() runtime.Object {
 		body:          bytes.Clone(p.body),
 		status:        bytes.Clone(p.status),
 		managedFields: bytes.Clone(p.managedFields),
+		ownerWrote:    p.ownerWrote,
 	}
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
@@ -158,4 +162,22 @@ func (p *packed) unpack() (*unstructured.Unstructured, error) {
 // objects it is the one sign of a spec change and must count.
 func onlyStatusChanged(old, new *packed, ignoreGeneration bool) bool {
 	return (ignoreGeneration || old.Generation == new.Generation) && bytes.Equal(old.body, new.body)
+}
+
+// onlyManager reports whether u's managedFields name manager and no other.
+// It reads the map directly: converting managedFields to typed entries costs
+// more than the whole check.
+func onlyManager(u *unstructured.Unstructured, manager string) bool {
+	md, _ := u.Object["metadata"].(map[string]any)
+	entries, _ := md["managedFields"].([]any)
+	if len(entries) == 0 {
+		return false
+	}
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		if name, _ := m["manager"].(string); name != manager {
+			return false
+		}
+	}
+	return true
 }

@@ -40,6 +40,14 @@ type Options[K comparable] struct {
 	// ExpectationTTL bounds how long ExpectWrite and ExpectDelete are
 	// remembered when their event never comes. Zero or less means one minute.
 	ExpectationTTL time.Duration
+	// FieldManager is the field manager of the owners' own writes, if they
+	// all use one. An added object whose managedFields, as served, name this
+	// manager alone was created by an owner's write, and its event is
+	// filtered as an own write even when ExpectWrite has not been called
+	// yet: the watch often delivers a creation before the write's answer
+	// reaches the writer, and waking the owner for its own creation costs a
+	// reconcile per object.
+	FieldManager string
 	// Map returns the owners to enqueue for an event; it may return keys of
 	// owners that do not track the ref. It is called without any registry
 	// lock held, from the informer's delivery goroutine, so it may call Track
@@ -96,6 +104,7 @@ type Registry[K comparable] struct {
 	selector          string
 	linger            time.Duration
 	expectationTTL    time.Duration
+	fieldManager      string
 	transform         cache.TransformFunc
 	deliverStatusOnly bool
 	metadataOnly      bool
@@ -147,6 +156,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		selector:          opts.LabelSelector,
 		linger:            opts.Linger,
 		expectationTTL:    opts.ExpectationTTL,
+		fieldManager:      opts.FieldManager,
 		transform:         opts.Transform,
 		deliverStatusOnly: opts.DeliverStatusOnly,
 		metadataOnly:      opts.MetadataOnly,
@@ -544,7 +554,31 @@ func (r *Registry[K]) ExpectWrite(ref Ref, namespace, name, resourceVersion stri
 	if resourceVersion == "" {
 		return
 	}
+	// The event may have come first: then there is nothing left to expect,
+	// and an expectation would only wait out its TTL in memory.
+	if r.cached(ref, namespace, name, resourceVersion) {
+		return
+	}
 	r.exp.expectWrite(expectationKey{ref, namespace, name}, resourceVersion, r.clock.Now().Add(r.expectationTTL))
+}
+
+// cached reports whether the cache of ref holds the object at
+// resourceVersion.
+func (r *Registry[K]) cached(ref Ref, namespace, name, resourceVersion string) bool {
+	idx, err := r.indexer(ref)
+	if err != nil {
+		return false
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, ok, err := idx.GetByKey(key)
+	if err != nil || !ok {
+		return false
+	}
+	p, ok := obj.(*packed)
+	return ok && p.ResourceVersion == resourceVersion
 }
 
 // ExpectDelete announces the owner's own delete of an object: its next
