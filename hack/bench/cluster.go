@@ -97,6 +97,10 @@ func startCluster(ctx context.Context, dir string, profiling bool) (*cluster, er
 	if err := testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
 		return nil, err
 	}
+	// Part of the install manifests: it adds the finalizer on create.
+	if err := testenv.InstallFinalizerPolicy(ctx, env.Config); err != nil {
+		return nil, err
+	}
 	_, err = c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create %s: %w", operatorNamespace, err)

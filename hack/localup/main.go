@@ -73,6 +73,9 @@ func run(ctx context.Context, o options) error {
 		if err := testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
 			return err
 		}
+		if err := testenv.InstallFinalizerPolicy(ctx, env.Config); err != nil {
+			return err
+		}
 		if err := kubectl("apply", "-f", filepath.Join(root, "manifests/namespace.yaml"), "-f", filepath.Join(root, "manifests/manager/config.yaml")); err != nil {
 			return fmt.Errorf("apply the operator's namespace and configuration: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -323,5 +325,39 @@ func TestPrinterColumnsShowStatus(t *testing.T) {
 	wide := kubectl(t, "get", "vr", "-n", ns, "-o", "wide")
 	if !strings.Contains(wide, "MESSAGE") || !strings.Contains(wide, "4 objects in sync") || !strings.Contains(wide, "Succeeded") {
 		t.Fatalf("kubectl get vr -o wide:\n%s", wide)
+	}
+}
+
+// TestFinalizerPolicyAddsTheFinalizerOnCreate checks the optional
+// MutatingAdmissionPolicy of manifests/admission: a VidraResource is created
+// with Vidra's finalizer, next to any finalizer of its creator, so the
+// operator needs no write of its own to add it.
+func TestFinalizerPolicyAddsTheFinalizerOnCreate(t *testing.T) {
+	vidra, ns := setup(t)
+	ctx := t.Context()
+	if err := testenv.InstallFinalizerPolicy(ctx, env.Config); err != nil {
+		t.Fatal(err)
+	}
+	// Later tests create resources without the policy.
+	t.Cleanup(func() {
+		if err := testenv.DeleteFinalizerPolicy(context.Background(), env.Config); err != nil {
+			t.Error(err)
+		}
+	})
+
+	vrs := vidra.InfrahubV1alpha1().VidraResources(ns)
+	vr := &v1alpha1.VidraResource{
+		ObjectMeta: metav1.ObjectMeta{Name: "with-own-finalizer", Finalizers: []string{"example.com/keep"}},
+		Spec:       v1alpha1.VidraResourceSpec{Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\n"},
+	}
+	got, err := vrs.Create(ctx, vr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = vrs.Patch(context.Background(), vr.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	if want := []string{"example.com/keep", v1alpha1.Finalizer}; !slices.Equal(got.Finalizers, want) {
+		t.Fatalf("finalizers: %v, want %v", got.Finalizers, want)
 	}
 }
