@@ -217,7 +217,7 @@ func (r *Registry[K]) Run(ctx context.Context) {
 	r.mu.Unlock()
 	r.log.V(1).Info("Watch registry running")
 
-	sweep := r.clock.NewTicker(r.expectationTTL)
+	sweep := r.clock.NewTicker(min(r.expectationTTL, lateExpectationTTL))
 	defer sweep.Stop()
 	for {
 		now := r.clock.Now()
@@ -554,13 +554,19 @@ func (r *Registry[K]) ExpectWrite(ref Ref, namespace, name, resourceVersion stri
 	if resourceVersion == "" {
 		return
 	}
-	// The event may have come first: then there is nothing left to expect,
-	// and an expectation would only wait out its TTL in memory.
+	// When the cache already holds the version, its event has come first
+	// and is handled or about to be (the cache is updated before handlers
+	// run): the expectation is needed for moments at most, not for the TTL.
+	ttl := r.expectationTTL
 	if r.cached(ref, namespace, name, resourceVersion) {
-		return
+		ttl = min(ttl, lateExpectationTTL)
 	}
-	r.exp.expectWrite(expectationKey{ref, namespace, name}, resourceVersion, r.clock.Now().Add(r.expectationTTL))
+	r.exp.expectWrite(expectationKey{ref, namespace, name}, resourceVersion, r.clock.Now().Add(ttl))
 }
+
+// lateExpectationTTL bounds an expectation whose event reached the cache
+// before ExpectWrite was called.
+const lateExpectationTTL = 5 * time.Second
 
 // cached reports whether the cache of ref holds the object at
 // resourceVersion.
