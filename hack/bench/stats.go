@@ -14,8 +14,9 @@ type latencyStat struct {
 	Min float64 `json:"min"`
 }
 
-// stats uses the nearest-rank percentile: with 60 samples p99 is the
-// maximum and p90 the 54th smallest. Every figure is a latency that was
+// stats uses the nearest-rank percentile: with 200 samples p99 is the
+// 198th smallest and p90 the 180th (with 60, p99 would be the maximum, one
+// hiccup of a shared machine). Every figure is a latency that was
 // measured, with no interpolation to explain.
 func stats(ms []float64) latencyStat {
 	if len(ms) == 0 {
