@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -395,4 +396,69 @@ func TestEventsForTransitionsAndNoneForNoOps(t *testing.T) {
 	if after := reasons()["ev/Applied"] + reasons()["ev/DriftCorrected"]; after != before {
 		t.Errorf("no-op interval reconciles recorded Events: %v", reasons())
 	}
+}
+
+// TestDefaultServiceAccountIsImpersonated runs an operator with
+// DefaultServiceAccount (the --default-service-account flag): a resource that
+// names no ServiceAccount acts as that one, in its own namespace, so it may
+// write what the ServiceAccount's Role allows and is refused the rest, with
+// the ServiceAccount named in the condition; a resource that names another
+// ServiceAccount acts as that one instead.
+func TestDefaultServiceAccountIsImpersonated(t *testing.T) {
+	ns := namespace(t)
+	ctx := t.Context()
+	for _, sa := range []string{"tenant", "reader"} {
+		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The verbs docs/multitenancy.md tells an administrator to grant, on
+	// ConfigMaps only, to "tenant"; "reader" gets nothing.
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant-configmaps"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "tenant"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, ns, func(o *operator.Options) { o.DefaultServiceAccount = "tenant" })
+
+	createVR(t, ns, "allowed", fmt.Sprintf(cmDoc, "allowed"))
+	poll(t, 30*time.Second, "the tenant's ConfigMap applied", ready(ns, "allowed"))
+
+	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: not-allowed\nstringData:\n  k: v\n"
+	createVR(t, ns, "refused", secret)
+	forbidden(t, ns, "refused", "system:serviceaccount:"+ns+":tenant")
+
+	createVR(t, ns, "as-reader", fmt.Sprintf(cmDoc, "as-reader"), func(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "reader" })
+	forbidden(t, ns, "as-reader", "system:serviceaccount:"+ns+":reader")
+	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "not-allowed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused Secret: %v, want NotFound", err)
+	}
+}
+
+// forbidden waits until the resource is not Ready for reason Forbidden with
+// user in its message.
+func forbidden(t *testing.T, ns, name, user string) {
+	t.Helper()
+	var msg string
+	poll(t, 30*time.Second, name+" refused as "+user, func() bool {
+		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return false
+		}
+		msg = c.Message
+		return c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonForbidden && strings.Contains(c.Message, user)
+	})
+	t.Logf("%s: %s", name, msg)
 }
