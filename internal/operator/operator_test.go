@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -407,24 +406,11 @@ func TestEventsForTransitionsAndNoneForNoOps(t *testing.T) {
 func TestDefaultServiceAccountIsImpersonated(t *testing.T) {
 	ns := namespace(t)
 	ctx := t.Context()
-	for _, sa := range []string{"tenant", "reader"} {
-		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The verbs docs/multitenancy.md tells an administrator to grant, on
-	// ConfigMaps only, to "tenant"; "reader" gets nothing.
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "delete"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	// "tenant" may write ConfigMaps; "reader" gets nothing.
+	if _, err := testenv.CreateConfigMapTenant(ctx, kube, ns, "tenant"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant-configmaps"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "tenant"}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, ns, func(o *operator.Options) { o.DefaultServiceAccount = "tenant" })

@@ -32,32 +32,11 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
 	}
 	var names []string
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		applied, err := applyFile(ctx, dyn, file, func(*unstructured.Unstructured) (schema.GroupVersionResource, error) { return CRDResource, nil })
 		if err != nil {
-			return fmt.Errorf("read CRD file: %w", err)
+			return err
 		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
-				continue
-			}
-			var obj map[string]any
-			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-				return fmt.Errorf("decode CRD in %s: %w", file, err)
-			}
-			if obj == nil {
-				continue
-			}
-			u := &unstructured.Unstructured{Object: obj}
-			body, err := json.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			force := true
-			if _, err := dyn.Resource(CRDResource).Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "testenv", Force: &force}); err != nil {
-				return fmt.Errorf("apply CRD %s: %w", u.GetName(), err)
-			}
-			names = append(names, u.GetName())
-		}
+		names = append(names, applied...)
 	}
 	for _, name := range names {
 		if err := WaitCRDEstablished(ctx, dyn, name, time.Minute); err != nil {
@@ -87,4 +66,41 @@ func WaitCRDEstablished(ctx context.Context, dyn dynamic.Interface, name string,
 		return fmt.Errorf("CRD %s not established: %w", name, err)
 	}
 	return nil
+}
+
+// applyFile server-side applies every object of a multi-document YAML file,
+// to the resource gvrOf names for it, and returns their names.
+func applyFile(ctx context.Context, dyn dynamic.Interface, file string, gvrOf func(*unstructured.Unstructured) (schema.GroupVersionResource, error)) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	var names []string
+	for _, doc := range strings.Split(string(data), "\n---") {
+		if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
+			continue
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", file, err)
+		}
+		if obj == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		gvr, err := gvrOf(u)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		body, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		force := true
+		if _, err := dyn.Resource(gvr).Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "testenv", Force: &force}); err != nil {
+			return nil, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		names = append(names, u.GetName())
+	}
+	return names, nil
 }

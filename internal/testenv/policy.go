@@ -2,12 +2,9 @@ package testenv
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -42,35 +38,19 @@ func InstallFinalizerPolicy(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(filepath.Join(root, FinalizerPolicyFile))
-	if err != nil {
-		return fmt.Errorf("read the finalizer policy: %w", err)
-	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	for _, doc := range strings.Split(string(data), "\n---") {
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			return fmt.Errorf("decode %s: %w", FinalizerPolicyFile, err)
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
+	_, err = applyFile(ctx, dyn, filepath.Join(root, FinalizerPolicyFile), func(u *unstructured.Unstructured) (schema.GroupVersionResource, error) {
 		gvr, ok := admissionResources[u.GetKind()]
 		if !ok {
-			return fmt.Errorf("%s: unexpected kind %q", FinalizerPolicyFile, u.GetKind())
+			return gvr, fmt.Errorf("unexpected kind %q", u.GetKind())
 		}
-		body, err := json.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		force := true
-		if _, err := dyn.Resource(gvr).Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "testenv", Force: &force}); err != nil {
-			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
+		return gvr, nil
+	})
+	if err != nil {
+		return err
 	}
 	return WaitFinalizerPolicy(ctx, cfg, true)
 }

@@ -7,41 +7,24 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 // tenant creates ServiceAccount "tenant" in ns with rights on ConfigMaps of
-// ns only, with the verbs docs/multitenancy.md tells an administrator to
-// grant, and returns its user name.
+// ns only and returns its user name.
 func tenant(t *testing.T, ns string) string {
 	t.Helper()
-	ctx := t.Context()
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+	user, err := testenv.CreateConfigMapTenant(t.Context(), kube, ns, "tenant")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"configmaps"},
-			Verbs: []string{"get", "create", "patch", "delete"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-configmaps"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant-configmaps"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "tenant"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return "system:serviceaccount:" + ns + ":tenant"
+	return user
 }
 
 func asTenant(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "tenant" }
