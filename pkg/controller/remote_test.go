@@ -58,6 +58,7 @@ func TestRemoteDestinations(t *testing.T) {
 	t.Run("AppliesThroughKubeconfigSecret", func(t *testing.T) { testAppliesThroughKubeconfigSecret(t, rc) })
 	t.Run("DriftIsCorrectedByEvents", func(t *testing.T) { testRemoteDriftIsCorrectedByEvents(t, rc) })
 	t.Run("CRDOnlyOnRemoteClusterIsMapped", func(t *testing.T) { testCRDOnlyOnRemoteClusterIsMapped(t, rc) })
+	t.Run("ServiceAccountIsImpersonatedOnTheRemoteCluster", func(t *testing.T) { testRemoteImpersonation(t, rc) })
 	t.Run("LegacyLabelledSecretOnlyFromOperatorNamespace", func(t *testing.T) { testLegacyLabelledSecret(t, rc) })
 	t.Run("RotatedSecretIsUsed", func(t *testing.T) { testRotatedSecretIsUsed(t, rc) })
 	t.Run("BadKubeconfigIsReported", func(t *testing.T) { testBadKubeconfigIsReported(t, rc) })
@@ -175,6 +176,27 @@ func testAppliesThroughKubeconfigSecret(t *testing.T, rc *remoteCluster) {
 	waitRemote(t, rc, configMaps, ns, "settings", "was deleted", gone)
 	waitRemote(t, rc, services, ns, "web", "was deleted", gone)
 	waitVRGone(t, ns, "app")
+}
+
+// testRemoteImpersonation: serviceAccountName names a ServiceAccount of the
+// remote cluster, which every write there is made as; the local cluster has
+// no such ServiceAccount.
+func testRemoteImpersonation(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	user, err := testenv.CreateConfigMapTenant(t.Context(), rc.kube, ns, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	createVR(t, ns, "allowed", configMap("tenant-settings", map[string]string{"a": "1"}), toRemote(rc, "remote"), asTenant)
+	waitReady(t, ns, "allowed")
+	waitRemote(t, rc, configMaps, ns, "tenant-settings", "was applied as the tenant", exists)
+
+	createVR(t, ns, "refused", serviceDoc, toRemote(rc, "remote"), asTenant)
+	failsWithMessage(t, ns, "refused", v1alpha1.ReasonForbidden, user, "services")
+	if _, err := rc.kube.CoreV1().Services(ns).Get(t.Context(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused Service on the remote cluster: %v, want NotFound", err)
+	}
 }
 
 func testRemoteDriftIsCorrectedByEvents(t *testing.T, rc *remoteCluster) {
