@@ -62,7 +62,7 @@ func WaitFinalizerPolicy(ctx context.Context, cfg *rest.Config, active bool) err
 	if err != nil {
 		return err
 	}
-	vrs := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource("vidraresources")).Namespace("default")
+	vrs := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace("default")
 	probe := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
 		"kind":       "VidraResource",

@@ -73,7 +73,6 @@ type impersonated struct {
 }
 
 func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, mapper *restMapper) (*clusterClients, error) {
-	cc := &clusterClients{name: name, config: cfg, client: client, mapper: mapper, impersonated: map[string]*impersonated{}}
 	if cfg == nil {
 		return nil, fmt.Errorf("clients of cluster %q: no client configuration", name)
 	}
@@ -81,8 +80,7 @@ func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, 
 	if err != nil {
 		return nil, fmt.Errorf("metadata client of cluster %q: %w", name, err)
 	}
-	cc.meta = md
-	return cc, nil
+	return &clusterClients{name: name, config: cfg, client: client, meta: md, mapper: mapper, impersonated: map[string]*impersonated{}}, nil
 }
 
 // destinations resolves the destination of each VidraResource: the local

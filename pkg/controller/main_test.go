@@ -249,4 +249,4 @@ func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-var vrResource = schema.GroupVersionResource{Group: "infrahub.operators.com", Version: "v1alpha1", Resource: "vidraresources"}
+var vrResource = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)

@@ -376,7 +376,7 @@ func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResourc
 		finalizers = append(finalizers, v1alpha1.Finalizer)
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"finalizers":%s}}`, vr.ResourceVersion, jsonList(finalizers))
-	out, err := c.dests.local.meta.Resource(v1alpha1.SchemeGroupVersion.WithResource("vidraresources")).Namespace(vr.Namespace).
+	out, err := c.dests.local.meta.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(vr.Namespace).
 		Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update finalizer of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)

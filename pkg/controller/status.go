@@ -176,7 +176,7 @@ const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 // resourceVersion, like UpdateStatus, but reads back only metadata.
 func (c *Controller) updateStatus(ctx context.Context, vr *v1alpha1.VidraResource) error {
 	err := c.clients.Vidra.InfrahubV1alpha1().RESTClient().Put().
-		Namespace(vr.Namespace).Resource("vidraresources").Name(vr.Name).SubResource("status").
+		Namespace(vr.Namespace).Resource(v1alpha1.ResourcePlural).Name(vr.Name).SubResource("status").
 		Param("fieldManager", v1alpha1.FieldManager).
 		SetHeader("Accept", metadataOnly).
 		Body(vr).Do(ctx).Error()

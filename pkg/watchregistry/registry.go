@@ -490,12 +490,29 @@ func (r *Registry[K]) indexer(ref Ref) (cache.Indexer, error) {
 // ErrNotTracked for an unknown ref. namespace is "" for cluster-scoped
 // objects. The object is decoded for this call: the caller's to mutate.
 func (r *Registry[K]) Get(ref Ref, namespace, name string) (*unstructured.Unstructured, error) {
+	p, found, err := r.lookup(ref, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, notFound(ref.GVR, name)
+	}
+	u, err := p.unpack()
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
+	}
+	return u, nil
+}
+
+// lookup returns the cached form of an object, without decoding it; found is
+// false when the cache does not hold it. Errors are those Get documents.
+func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found bool, err error) {
 	if ref.Namespace != "" && namespace != ref.Namespace {
-		return nil, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
+		return nil, false, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
 	}
 	idx, err := r.indexer(ref)
 	if err != nil {
-		return nil, fmt.Errorf("get %s/%s: %w", namespace, name, err)
+		return nil, false, fmt.Errorf("get %s/%s: %w", namespace, name, err)
 	}
 	key := name
 	if namespace != "" {
@@ -503,20 +520,16 @@ func (r *Registry[K]) Get(ref Ref, namespace, name string) (*unstructured.Unstru
 	}
 	obj, ok, err := idx.GetByKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
+		return nil, false, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
 	}
 	if !ok {
-		return nil, notFound(ref.GVR, name)
+		return nil, false, nil
 	}
-	p, ok := obj.(*packed)
+	p, ok = obj.(*packed)
 	if !ok {
-		return nil, fmt.Errorf("get %s/%s from %s: the transform left a %T", namespace, name, ref, obj)
+		return nil, false, fmt.Errorf("get %s/%s from %s: the transform left a %T", namespace, name, ref, obj)
 	}
-	u, err := p.unpack()
-	if err != nil {
-		return nil, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
-	}
-	return u, nil
+	return p, true, nil
 }
 
 // List returns the cached objects of the ref in namespace ("" for all the ref
@@ -571,20 +584,8 @@ const lateExpectationTTL = 5 * time.Second
 // cached reports whether the cache of ref holds the object at
 // resourceVersion.
 func (r *Registry[K]) cached(ref Ref, namespace, name, resourceVersion string) bool {
-	idx, err := r.indexer(ref)
-	if err != nil {
-		return false
-	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	obj, ok, err := idx.GetByKey(key)
-	if err != nil || !ok {
-		return false
-	}
-	p, ok := obj.(*packed)
-	return ok && p.ResourceVersion == resourceVersion
+	p, found, err := r.lookup(ref, namespace, name)
+	return err == nil && found && p.ResourceVersion == resourceVersion
 }
 
 // ExpectDelete announces the owner's own delete of an object: its next

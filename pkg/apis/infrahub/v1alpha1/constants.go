@@ -60,3 +60,8 @@ const (
 	ReasonWaitingForCRD      = "WaitingForCRD"
 	ReasonDependencyNotReady = "DependencyNotReady"
 )
+
+// ResourcePlural is the resource name of VidraResources in API paths, for
+// clients that address them without the typed clientset (metadata-only
+// writes, dynamic clients).
+const ResourcePlural = "vidraresources"
