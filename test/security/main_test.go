@@ -1,0 +1,204 @@
+// Package security_test attacks Vidra as a hostile tenant would, against a
+// real API server, with the operator running in-process under the default
+// install's settings: only its own namespace is trusted, no default
+// ServiceAccount. Each test is one attack and the guarantee that stops it
+// (docs/security.md lists them).
+package security_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/internal/testenv"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
+)
+
+// operatorNamespace is the operator's own namespace: the only trusted one.
+const operatorNamespace = "vidra-system"
+
+var (
+	env   *testenv.Env
+	kube  kubernetes.Interface
+	vidra versioned.Interface
+	dyn   dynamic.Interface
+	// vidraOp is the operator under attack, with the default options.
+	vidraOp *operator.Operator
+)
+
+func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
+
+func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := testenv.InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
+		return nil, err
+	}
+	kube = kubernetes.NewForConfigOrDie(e.Config)
+	vidra = versioned.NewForConfigOrDie(e.Config)
+	dyn = dynamic.NewForConfigOrDie(e.Config)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	ctx, cancel := context.WithCancel(ctx)
+	// The defaults of the shipped install: nothing here widens trust.
+	op, err := operator.New(ctx, operator.Options{Config: cfg, Namespace: operatorNamespace, Workers: 4, Linger: 2 * time.Second})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	vidraOp = op
+	done := make(chan error, 1)
+	go func() { done <- op.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Println("operator:", err)
+		}
+	}, nil
+}
+
+// tenantNamespace creates a namespace for one test (an untrusted tenant's)
+// and deletes it, its VidraResources first, afterwards.
+func tenantNamespace(t *testing.T) string {
+	t.Helper()
+	ns := testenv.Namespace(t, kube, "tenant-")
+	t.Cleanup(func() {
+		_ = vidra.InfrahubV1alpha1().VidraResources(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	return ns
+}
+
+// serviceAccount creates ServiceAccount name in ns, bound to ClusterRole
+// "edit" in each of the namespaces given: the usual tenant deployer.
+func serviceAccount(t *testing.T, ns, name string, editIn ...string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, target := range editIn {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "vidra-" + ns + "-" + name, Namespace: target},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+		}
+		if _, err := kube.RbacV1().RoleBindings(target).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func createVR(t *testing.T, ns, name, manifest string, mutate ...func(*v1alpha1.VidraResource)) *v1alpha1.VidraResource {
+	t.Helper()
+	vr := &v1alpha1.VidraResource{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1alpha1.VidraResourceSpec{Manifest: manifest},
+	}
+	for _, m := range mutate {
+		m(vr)
+	}
+	out, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func asServiceAccount(name string) func(*v1alpha1.VidraResource) {
+	return func(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = name }
+}
+
+// waitVR polls the resource until cond holds, failing with what it last saw.
+func waitVR(t *testing.T, ns, name, what string, cond func(*v1alpha1.VidraResource) bool) *v1alpha1.VidraResource {
+	t.Helper()
+	var last *v1alpha1.VidraResource
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = vr
+		return cond(vr), nil
+	})
+	if err != nil {
+		var status any
+		if last != nil {
+			status = last.Status
+		}
+		t.Fatalf("VidraResource %s/%s never %s: %v\nlast status: %+v", ns, name, what, err, status)
+	}
+	return last
+}
+
+// hasCondition matches a condition of the current generation by status and reason.
+func hasCondition(typ string, status metav1.ConditionStatus, reason string) func(*v1alpha1.VidraResource) bool {
+	return func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, typ)
+		return c != nil && c.Status == status && c.Reason == reason && vr.Status.ObservedGeneration == vr.Generation
+	}
+}
+
+func isReady(vr *v1alpha1.VidraResource) bool {
+	return hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)(vr)
+}
+
+var (
+	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
+
+// getObject returns the object, or nil when it does not exist.
+func getObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := dyn.Resource(gvr).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// waitObject polls one object until cond holds; obj is nil when it does not
+// exist, and cond must allow for that.
+func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	var last *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		obj, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj, err = nil, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		last = obj
+		return cond(obj), nil
+	})
+	if err != nil {
+		t.Fatalf("%s %s/%s never %s: %v\nlast seen: %v", gvr.Resource, ns, name, what, err, last)
+	}
+	return last
+}
