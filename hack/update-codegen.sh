@@ -13,7 +13,14 @@ boilerplate=hack/boilerplate.go.txt
 
 export GOBIN="$root/bin/codegen"
 mkdir -p "$GOBIN"
+# A fresh module cache holds nothing that only tools.go imports: download
+# the generators' modules first, or `go list` names no directory at all.
+go mod download k8s.io/code-generator k8s.io/kube-openapi
 codegen_root=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+if [[ ! -f "$codegen_root/kube_codegen.sh" ]]; then
+  echo "hack/update-codegen.sh: k8s.io/code-generator not found in the module cache (go list gave '$codegen_root')" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 source "$codegen_root/kube_codegen.sh"
 

@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=infrahub.operators.com, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("ClusterReference"):
+		return &infrahubv1alpha1.ClusterReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Destination"):
 		return &infrahubv1alpha1.DestinationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ManagedResource"):

@@ -32,6 +32,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":    schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination":         schema_pkg_apis_infrahub_v1alpha1_Destination(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":     schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":  schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
@@ -94,6 +95,34 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                                            schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                                             schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                                schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterReference names a destination cluster as spec.destination does.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"server": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Server is the API server URL; empty means the cluster Vidra runs in.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"kubeconfigSecretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "KubeconfigSecretRef is the kubeconfig Secret used to reach Server.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference"},
 	}
 }
 
@@ -338,13 +367,13 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 					},
 					"interval": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Interval is the period of the safety-net re-check, as a Go duration (\"10m\", \"1h30m\"); \"0\" turns it off for this resource. Unset means the operator's requeueResourcesAfter setting.",
+							Description: "Interval is the period of the safety-net re-check, as a Go duration (\"10m\", \"1h30m\"); \"0\" turns it off for this resource. Unset means the operator's requeueResourcesAfter setting. Anything but \"0\" must be at least 1s: a shorter period would make one resource a reconcile loop.",
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
 					"serviceAccountName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ServiceAccountName makes every read and write on the destination impersonate this ServiceAccount of the VidraResource's namespace. Unset means the operator's --default-service-account, or the operator's own identity when that is unset too.",
+							Description: "ServiceAccountName makes every read and write on the destination impersonate this ServiceAccount of the VidraResource's namespace. Unset means the operator's --default-service-account, or the operator's own identity when that is unset too. It is a ServiceAccount name (a DNS-1123 subdomain), never a user or group name.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -352,6 +381,13 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 					"prune": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Prune deletes objects that leave the manifest. Only objects carrying this resource's owner-uid label are ever pruned.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"pruneNamespacesAndCRDs": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PruneNamespacesAndCRDs lets prune delete a Namespace or a CustomResourceDefinition that left the manifest. Deleting either deletes everything inside it, whoever owns it, so it is refused (and reported) unless this is true.",
 							Type:        []string{"boolean"},
 							Format:      "",
 						},
@@ -446,6 +482,12 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							},
 						},
 					},
+					"inventoryCluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "InventoryCluster is the cluster the objects of ManagedResources live on. When spec.destination moves to another cluster, Vidra prunes (or releases) them there before it forgets them.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference"),
+						},
+					},
 					"managedCount": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ManagedCount is the number of entries in ManagedResources, for the printer column.",
@@ -470,7 +512,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -59,6 +59,13 @@ const (
 	ReasonManifestTooLarge   = "ManifestTooLarge"
 	ReasonWaitingForCRD      = "WaitingForCRD"
 	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonServiceAccountRequired: the resource is outside the trusted
+	// namespaces and names no ServiceAccount to act as, so nothing is applied.
+	ReasonServiceAccountRequired = "ServiceAccountRequired"
+	// ReasonPruneRefused: a Namespace or CRD left the manifest, and pruning
+	// it would delete everything inside it; spec.pruneNamespacesAndCRDs
+	// allows it.
+	ReasonPruneRefused = "PruneRefused"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for

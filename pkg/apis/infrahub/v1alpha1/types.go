@@ -60,8 +60,12 @@ type VidraResourceSpec struct {
 	// Interval is the period of the safety-net re-check, as a Go duration
 	// ("10m", "1h30m"); "0" turns it off for this resource. Unset means the
 	// operator's requeueResourcesAfter setting.
+	// Anything but "0" must be at least 1s: a shorter period would make one
+	// resource a reconcile loop.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="self == '0' || duration(self) == duration('0s') || duration(self) >= duration('1s')",message="must be a Go duration of at least 1s, such as 30s or 10m, or 0 to turn the re-check off"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
@@ -69,7 +73,10 @@ type VidraResourceSpec struct {
 	// impersonate this ServiceAccount of the VidraResource's namespace. Unset
 	// means the operator's --default-service-account, or the operator's own
 	// identity when that is unset too.
+	// It is a ServiceAccount name (a DNS-1123 subdomain), never a user or
+	// group name.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
@@ -78,6 +85,13 @@ type VidraResourceSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Prune *bool `json:"prune,omitempty"`
+
+	// PruneNamespacesAndCRDs lets prune delete a Namespace or a
+	// CustomResourceDefinition that left the manifest. Deleting either
+	// deletes everything inside it, whoever owns it, so it is refused
+	// (and reported) unless this is true.
+	// +optional
+	PruneNamespacesAndCRDs bool `json:"pruneNamespacesAndCRDs,omitempty"`
 
 	// DeletionPolicy is Delete (remove the managed objects, then the
 	// finalizer) or Orphan (leave them, without Vidra's marks).
@@ -179,6 +193,12 @@ type VidraResourceStatus struct {
 	// +optional
 	ManagedResources []ManagedResource `json:"managedResources,omitempty"`
 
+	// InventoryCluster is the cluster the objects of ManagedResources live
+	// on. When spec.destination moves to another cluster, Vidra prunes (or
+	// releases) them there before it forgets them.
+	// +optional
+	InventoryCluster *ClusterReference `json:"inventoryCluster,omitempty"`
+
 	// ManagedCount is the number of entries in ManagedResources, for the
 	// printer column.
 	// +optional
@@ -192,6 +212,16 @@ type VidraResourceStatus struct {
 	// that the last reconcile handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// ClusterReference names a destination cluster as spec.destination does.
+type ClusterReference struct {
+	// Server is the API server URL; empty means the cluster Vidra runs in.
+	// +optional
+	Server string `json:"server,omitempty"`
+	// KubeconfigSecretRef is the kubeconfig Secret used to reach Server.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
 }
 
 // ManagedResource identifies one object of the inventory.

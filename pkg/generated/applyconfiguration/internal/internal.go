@@ -193,6 +193,15 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ClusterReference
+  map:
+    fields:
+    - name: kubeconfigSecretRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SecretKeyReference
+    - name: server
+      type:
+        scalar: string
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.Destination
   map:
     fields:
@@ -280,6 +289,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: prune
       type:
         scalar: boolean
+    - name: pruneNamespacesAndCRDs
+      type:
+        scalar: boolean
     - name: serviceAccountName
       type:
         scalar: string
@@ -300,6 +312,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deployState
       type:
         scalar: string
+    - name: inventoryCluster
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ClusterReference
     - name: lastHandledReconcileAt
       type:
         scalar: string

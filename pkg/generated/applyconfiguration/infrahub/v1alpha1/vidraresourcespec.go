@@ -36,15 +36,24 @@ type VidraResourceSpecApplyConfiguration struct {
 	// Interval is the period of the safety-net re-check, as a Go duration
 	// ("10m", "1h30m"); "0" turns it off for this resource. Unset means the
 	// operator's requeueResourcesAfter setting.
+	// Anything but "0" must be at least 1s: a shorter period would make one
+	// resource a reconcile loop.
 	Interval *v1.Duration `json:"interval,omitempty"`
 	// ServiceAccountName makes every read and write on the destination
 	// impersonate this ServiceAccount of the VidraResource's namespace. Unset
 	// means the operator's --default-service-account, or the operator's own
 	// identity when that is unset too.
+	// It is a ServiceAccount name (a DNS-1123 subdomain), never a user or
+	// group name.
 	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
 	// Prune deletes objects that leave the manifest. Only objects carrying
 	// this resource's owner-uid label are ever pruned.
 	Prune *bool `json:"prune,omitempty"`
+	// PruneNamespacesAndCRDs lets prune delete a Namespace or a
+	// CustomResourceDefinition that left the manifest. Deleting either
+	// deletes everything inside it, whoever owns it, so it is refused
+	// (and reported) unless this is true.
+	PruneNamespacesAndCRDs *bool `json:"pruneNamespacesAndCRDs,omitempty"`
 	// DeletionPolicy is Delete (remove the managed objects, then the
 	// finalizer) or Orphan (leave them, without Vidra's marks).
 	DeletionPolicy *infrahubv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -99,6 +108,14 @@ func (b *VidraResourceSpecApplyConfiguration) WithServiceAccountName(value strin
 // If called multiple times, the Prune field is set to the value of the last call.
 func (b *VidraResourceSpecApplyConfiguration) WithPrune(value bool) *VidraResourceSpecApplyConfiguration {
 	b.Prune = &value
+	return b
+}
+
+// WithPruneNamespacesAndCRDs sets the PruneNamespacesAndCRDs field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PruneNamespacesAndCRDs field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithPruneNamespacesAndCRDs(value bool) *VidraResourceSpecApplyConfiguration {
+	b.PruneNamespacesAndCRDs = &value
 	return b
 }
 

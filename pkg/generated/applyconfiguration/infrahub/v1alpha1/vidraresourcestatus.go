@@ -39,6 +39,10 @@ type VidraResourceStatusApplyConfiguration struct {
 	// ManagedResources is the inventory: every object Vidra applied for this
 	// resource and will prune or delete.
 	ManagedResources []ManagedResourceApplyConfiguration `json:"managedResources,omitempty"`
+	// InventoryCluster is the cluster the objects of ManagedResources live
+	// on. When spec.destination moves to another cluster, Vidra prunes (or
+	// releases) them there before it forgets them.
+	InventoryCluster *ClusterReferenceApplyConfiguration `json:"inventoryCluster,omitempty"`
 	// ManagedCount is the number of entries in ManagedResources, for the
 	// printer column.
 	ManagedCount *int32 `json:"managedCount,omitempty"`
@@ -94,6 +98,14 @@ func (b *VidraResourceStatusApplyConfiguration) WithManagedResources(values ...*
 		}
 		b.ManagedResources = append(b.ManagedResources, *values[i])
 	}
+	return b
+}
+
+// WithInventoryCluster sets the InventoryCluster field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the InventoryCluster field is set to the value of the last call.
+func (b *VidraResourceStatusApplyConfiguration) WithInventoryCluster(value *ClusterReferenceApplyConfiguration) *VidraResourceStatusApplyConfiguration {
+	b.InventoryCluster = value
 	return b
 }
 
