@@ -20,7 +20,7 @@ func (p *parser) parseJSON(data []byte) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for !p.full {
 		top := skipJSONSpace(data, int(dec.InputOffset()), false)
-		if top == len(data) {
+		if top == len(data) || !p.readDocument(lines.line(top)) {
 			return
 		}
 		if data[top] != '[' {
@@ -65,32 +65,100 @@ func (p *parser) jsonSyntaxError(data []byte, top int, lines lineIndex, decErr e
 		// Offset counts the bytes read up to and including the bad one.
 		pos, msg = top+max(int(syntax.Offset)-1, 0), syntax.Error()
 	}
-	p.invalid(p.takeIndex(), lines.line(pos), "", "invalid JSON: %s", msg)
+	if index, ok := p.takeIndex(lines.line(pos)); ok {
+		p.invalid(index, lines.line(pos), "", "invalid JSON: %s", msg)
+	}
 }
 
 // jsonDocument decodes and checks one document starting at offset start.
 func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 	line := lines.line(start)
-	var v any
-	strict, err := sigsjson.UnmarshalStrict(raw, &v, sigsjson.DisallowDuplicateFields)
-	if err != nil {
-		// The syntax is valid; what is left is a number out of float64's range.
-		p.invalid(p.takeIndex(), line, "", "invalid JSON: %s", err.Error())
+	if dups := duplicateKeys(raw); len(dups) > 0 {
+		index, ok := p.takeIndex(line)
+		if !ok {
+			return
+		}
+		for _, path := range dups {
+			p.invalid(index, line, path.String(), "this key is given twice")
+		}
 		return
 	}
-	if len(strict) > 0 {
-		index := p.takeIndex()
-		for _, e := range strict {
-			field, msg := "", e.Error()
-			var fe sigsjson.FieldError
-			if errors.As(e, &fe) {
-				field, msg = fe.FieldPath(), "this key is given twice"
-			}
-			p.invalid(index, line, field, "%s", msg)
+	var v any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		// The syntax is valid; what is left is a number out of float64's range.
+		if index, ok := p.takeIndex(line); ok {
+			p.invalid(index, line, "", "invalid JSON: %s", err.Error())
 		}
 		return
 	}
 	p.value(v, &jsonPosition{raw: raw, start: start, lines: lines}, false)
+}
+
+// duplicateKeys returns the paths of the keys given more than once in an
+// object of raw, a valid JSON value, each once and at most maxErrors of
+// them. sigs.k8s.io/json's strict mode finds them too, but renders the whole
+// path of every repetition: a deep object repeating a key a hundred thousand
+// times cost it hundreds of megabytes.
+func duplicateKeys(raw []byte) []*fieldPath {
+	type frame struct {
+		path *fieldPath
+		// keys holds the keys of an object seen so far, true once reported.
+		keys map[string]bool
+		// next is the index of an array's next element.
+		next int
+		// key is the key whose value comes next in an object, nil when a key
+		// comes next.
+		key *string
+	}
+	var dups []*fieldPath
+	var stack []*frame
+	// at returns the path of the value about to be read.
+	at := func() *fieldPath {
+		if len(stack) == 0 {
+			return nil
+		}
+		f := stack[len(stack)-1]
+		if f.keys == nil {
+			f.next++
+			return f.path.elem(f.next - 1)
+		}
+		k := *f.key
+		f.key = nil
+		return f.path.child(k)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers are skipped; no need to parse them
+	for len(dups) < maxErrors {
+		tok, err := dec.Token()
+		if err != nil {
+			return dups
+		}
+		if len(stack) > 0 {
+			if f := stack[len(stack)-1]; f.keys != nil && f.key == nil && tok != json.Delim('}') {
+				k, _ := tok.(string)
+				switch reported, seen := f.keys[k]; {
+				case !seen:
+					f.keys[k] = false
+				case !reported:
+					dups = append(dups, f.path.child(k))
+					f.keys[k] = true
+				}
+				f.key = &k
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: at(), keys: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: at()})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			at()
+		}
+	}
+	return dups
 }
 
 // jsonPosition locates a JSON value in the manifest. JSON keeps no positions

@@ -18,16 +18,42 @@ const MaxManifestBytes = 3 << 20
 // and time for nobody.
 const maxErrors = 1000
 
+// MaxObjects is the most objects one manifest may hold (documents, JSON
+// array elements and List items that take an index). Every object Vidra
+// applies gets an entry in status.managedResources, which must fit in the
+// VidraResource beside the manifest itself, under etcd's default request
+// limit of 1.5 MiB. An entry is {"apiVersion":"","kind":"","namespace":"",
+// "name":""} (50 bytes) plus its values: with a 253-byte group, a 63-byte
+// version, a 63-byte kind and namespace and a 253-byte name, at most about
+// 750 bytes, and 100 to 150 bytes for real objects. 1000 entries therefore
+// take at most about 0.75 MiB and usually 0.15 MiB, leaving the rest of the
+// 1.5 MiB to the manifest and the other fields.
+const MaxObjects = 1000
+
+// maxDocuments bounds the YAML documents and top-level JSON values a
+// manifest may hold, including empty ones ("null", "[]") that take no index:
+// each costs a decoder (about 5 KiB), so without a bound a manifest of tiny
+// empty documents would cost a thousand times its size.
+const maxDocuments = 2 * MaxObjects
+
 // maxAliasExpansion bounds, per manifest, what YAML aliases may expand to:
 // every node reached through an alias costs 1 plus the length of its scalar
 // text. Without it a few lines of nested aliases (a "billion laughs") expand
-// to gigabytes. Real manifests reuse a few labels or a container spec, far
-// below this.
-const maxAliasExpansion = 1 << 18
+// to gigabytes. Within that cap, aliases may expand to no more than
+// minAliasExpansion plus the size of the manifest, as go-yaml and the
+// Kubernetes decoders bound expansion relative to the input: memory then
+// grows with the manifest, not with how cleverly it nests aliases. Real
+// manifests reuse a few labels or a container spec, far below this.
+const (
+	maxAliasExpansion = 1 << 18
+	minAliasExpansion = 16 << 10
+)
 
 // maxDepth bounds how deeply values nest. The YAML and JSON parsers stop at
-// 10000 levels already; aliases could nest deeper, so conversion checks too.
-const maxDepth = 10000
+// 10000 levels; real objects, CRD schemas included, nest a few dozen, and
+// every error deep inside carries its whole field path, so Vidra stops far
+// earlier. Aliases could nest deeper than the text, so conversion checks.
+const maxDepth = 1000
 
 // Object is one desired object of a manifest.
 type Object struct {
@@ -114,7 +140,7 @@ func Parse(manifest string) ([]Object, ErrorList) {
 	// for encoding/json; it is on line 1, so dropping it moves no line.
 	body := strings.TrimPrefix(manifest, "\uFEFF")
 
-	p := &parser{aliasBudget: maxAliasExpansion}
+	p := newParser(len(body), false)
 	if looksLikeJSON(body) {
 		p.parseJSON([]byte(body))
 		if p.syntaxError {
@@ -122,7 +148,7 @@ func Parse(manifest string) ([]Object, ErrorList) {
 			// separated by "---". Such a manifest is read as YAML, but only
 			// if it is entirely valid: otherwise the author most likely meant
 			// JSON, and the JSON error is the one that helps.
-			y := &parser{aliasBudget: maxAliasExpansion, jsonArrays: true}
+			y := newParser(len(body), true)
 			y.parseYAML(body)
 			if len(y.errs) == 0 && y.next > 0 {
 				p = y
@@ -169,10 +195,21 @@ type parser struct {
 	// jsonArrays makes a YAML document that is a list a list of documents,
 	// as a top-level JSON array is, for JSON-looking manifests read as YAML.
 	jsonArrays bool
-	// full is set once maxErrors errors were collected; parsing stops.
+	// full is set once parsing stops: maxErrors errors were collected, or
+	// the manifest holds more than MaxObjects objects or maxDocuments
+	// documents.
 	full bool
-	// aliasBudget is what YAML aliases may still expand to in this manifest.
-	aliasBudget int
+	// documents counts the YAML documents and top-level JSON values read.
+	documents int
+	// aliasLimit is what YAML aliases may expand to in this manifest, and
+	// aliasBudget what they may still expand to.
+	aliasLimit, aliasBudget int
+}
+
+// newParser returns a parser for a manifest of size bytes.
+func newParser(size int, jsonArrays bool) *parser {
+	limit := min(maxAliasExpansion, minAliasExpansion+size)
+	return &parser{aliasLimit: limit, aliasBudget: limit, jsonArrays: jsonArrays}
 }
 
 // position locates a decoded value in the manifest, for Object.Line and for
@@ -195,11 +232,43 @@ func (p fixedPosition) line() int               { return int(p) }
 func (p fixedPosition) fieldLine(...string) int { return 0 }
 func (p fixedPosition) item(int) position       { return nil }
 
-// takeIndex returns the index of the next document.
-func (p *parser) takeIndex() int {
+// takeIndex returns the index of the next document, which starts on line.
+// Past MaxObjects it reports the manifest too large, stops parsing and
+// returns false.
+func (p *parser) takeIndex(line int) (int, bool) {
+	if p.full {
+		return 0, false
+	}
+	if p.next == MaxObjects {
+		p.tooLarge(p.next, line, fmt.Sprintf("manifest holds more than %d objects, the most one VidraResource may manage (its inventory must fit in its status); split the objects over several VidraResources", MaxObjects))
+		return 0, false
+	}
 	i := p.next
 	p.next++
-	return i
+	return i, true
+}
+
+// readDocument counts a document (or top-level JSON value) starting on line
+// and tells whether there is room for it; past maxDocuments it reports the
+// manifest too large and stops parsing.
+func (p *parser) readDocument(line int) bool {
+	if p.full {
+		return false
+	}
+	if p.documents == maxDocuments {
+		p.tooLarge(-1, line, fmt.Sprintf("manifest holds more than %d documents, counting empty ones; remove the empty documents or split the objects over several VidraResources", maxDocuments))
+		return false
+	}
+	p.documents++
+	return true
+}
+
+// tooLarge reports a limit of the manifest reached at document index (-1
+// when the document takes no index), on line, and stops parsing: what
+// follows is not looked at.
+func (p *parser) tooLarge(index, line int, msg string) {
+	p.add(&Error{Index: index, Line: line, Reason: ReasonManifestTooLarge, Message: msg})
+	p.full = true
 }
 
 // invalid records an InvalidManifest error.
@@ -249,11 +318,16 @@ func (p *parser) value(v any, pos position, isItem bool) {
 		if isItem {
 			what = "item"
 		}
-		p.invalid(p.takeIndex(), pos.line(), "", "%s is not an object but %s", what, describe(v))
+		if index, ok := p.takeIndex(pos.line()); ok {
+			p.invalid(index, pos.line(), "", "%s is not an object but %s", what, describe(v))
+		}
 		return
 	}
 	if items, isList := listItems(m); isList {
 		for i, item := range items {
+			if p.full {
+				return
+			}
 			ipos := pos.item(i)
 			if ipos == nil {
 				ipos = fixedPosition(pos.line())
@@ -262,7 +336,10 @@ func (p *parser) value(v any, pos position, isItem bool) {
 		}
 		return
 	}
-	index := p.takeIndex()
+	index, ok := p.takeIndex(pos.line())
+	if !ok {
+		return
+	}
 	if kind, _ := m["kind"].(string); kind == "List" {
 		p.invalid(index, lineOr(pos.fieldLine("items"), pos.line()), "items", "a List must have an items list")
 		return

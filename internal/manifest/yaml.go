@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	yaml "go.yaml.in/yaml/v3"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // chunk is the text between two document separators.
@@ -29,7 +30,7 @@ type chunk struct {
 // documents after it (a YAML parser cannot resume after an error), and so
 // that every line can be made absolute from its chunk's first line.
 func (p *parser) parseYAML(manifest string) {
-	for _, c := range splitYAML(manifest) {
+	for c := range splitYAML(manifest) {
 		if p.full {
 			return
 		}
@@ -43,9 +44,16 @@ func (p *parser) parseYAML(manifest string) {
 // "---" followed by the end of the line, a space or a tab. The separator line
 // is the first line of the chunk it starts, so that the YAML parser sees
 // "--- {a: 1}" whole. Directives ("%YAML 1.2") stay with the document their
-// "---" starts.
-func splitYAML(s string) []chunk {
-	var chunks []chunk
+// "---" starts. The chunks are yielded one at a time rather than collected:
+// a manifest of nothing but separators would otherwise cost ten times its
+// size in chunks.
+func splitYAML(s string) iter.Seq[chunk] {
+	return func(yield func(chunk) bool) {
+		splitYAMLChunks(s, yield)
+	}
+}
+
+func splitYAMLChunks(s string, yield func(chunk) bool) {
 	cur := chunk{line: 1}
 	start, line, directives := 0, 1, false
 	for pos := 0; pos < len(s); line++ {
@@ -58,7 +66,9 @@ func splitYAML(s string) []chunk {
 		if separator && !(directives && !cur.content) {
 			if pos > start {
 				cur.text = s[start:pos]
-				chunks = append(chunks, cur)
+				if !yield(cur) {
+					return
+				}
 			}
 			cur, start, directives = chunk{line: line}, pos, false
 		}
@@ -76,9 +86,8 @@ func splitYAML(s string) []chunk {
 	}
 	if start < len(s) {
 		cur.text = s[start:]
-		chunks = append(chunks, cur)
+		yield(cur)
 	}
-	return chunks
 }
 
 // isSeparator tells whether a line starts a new YAML document.
@@ -151,7 +160,12 @@ func (p *parser) parseChunk(c chunk) {
 		if err != nil {
 			p.syntaxError = true
 			line, msg := yamlErrorPosition(err, c, lines)
-			p.invalid(p.takeIndex(), line, "", "invalid YAML: %s", msg)
+			if index, ok := p.takeIndex(line); ok {
+				p.invalid(index, line, "", "invalid YAML: %s", msg)
+			}
+			return
+		}
+		if !p.readDocument(lines.line(doc.Line)) {
 			return
 		}
 		if len(doc.Content) == 0 {
@@ -180,7 +194,10 @@ func (p *parser) yamlDocument(n *yaml.Node, lines lineMap) {
 	conv := converter{p: p, lines: lines}
 	v := conv.value(n, nil, 0)
 	if len(conv.errs) > 0 {
-		index := p.takeIndex()
+		index, ok := p.takeIndex(lines.line(n.Line))
+		if !ok {
+			return
+		}
 		for _, e := range conv.errs {
 			e.Index = index
 			p.add(e)
@@ -280,18 +297,22 @@ func splitYAMLError(err error) (line int, msg string, ok bool) {
 }
 
 // tokenLine returns the 1-based line, within c, of the token a parser error
-// is about, as the YAML parser of sigs.k8s.io/yaml reports it (0-based, for
-// parser errors). It is only trusted when that parser fails with the same
-// problem. c is known to be invalid, so the parser fails before decoding
-// anything; should it accept c after all, its own limit on aliases bounds
-// the work, and the result is dropped.
+// is about, as the YAML parser of go.yaml.in/yaml/v2 (the one behind
+// sigs.k8s.io/yaml) reports it (0-based, for parser errors). It is only
+// trusted when that parser fails with the same problem.
+//
+// The older parser is asked to parse only, never to decode: c is known to be
+// invalid, but that parser reads only the first document of c, which may be
+// valid, and decoding it would expand its aliases with nothing but that
+// parser's ratio of aliases to nodes to stop it, which padding defeats (a
+// 44 KB manifest expanded to 1.5 GB that way).
 func tokenLine(c chunk, problem string) (line int, ok bool) {
 	defer func() {
 		if recover() != nil {
 			line, ok = 0, false
 		}
 	}()
-	_, err := sigsyaml.YAMLToJSON([]byte(c.text))
+	err := yamlv2.Unmarshal([]byte(c.text), &parseOnly{})
 	if err == nil {
 		return 0, false
 	}
@@ -304,6 +325,14 @@ func tokenLine(c chunk, problem string) (line int, ok bool) {
 	}
 	return n + 1, true
 }
+
+// parseOnly is a go.yaml.in/yaml/v2 unmarshal target that takes nothing:
+// decoding into it parses the document and stops there, so no alias is ever
+// expanded.
+type parseOnly struct{}
+
+// UnmarshalYAML ignores the value, without decoding it.
+func (parseOnly) UnmarshalYAML(func(any) error) error { return nil }
 
 // parserProblem tells whether msg is one the YAML parser (rather than its
 // scanner) reports, whose line is 0-based.
@@ -356,12 +385,18 @@ type converter struct {
 	// active holds the anchored nodes being converted, to catch an alias
 	// inside the node it refers to, which would expand forever.
 	active map[*yaml.Node]bool
-	// exhausted is set once the alias budget ran out, so it is reported once.
+	// exhausted is set once the alias budget ran out, so it is reported
+	// once, or once maxErrors errors were found: the parser keeps no more,
+	// and each costs its field path.
 	exhausted bool
 	errs      []*Error
 }
 
 func (c *converter) fail(n *yaml.Node, path *fieldPath, format string, args ...any) {
+	if len(c.errs) == maxErrors {
+		c.exhausted = true
+		return
+	}
 	c.errs = append(c.errs, &Error{
 		Line:    c.lines.line(n.Line),
 		Field:   path.String(),
@@ -379,12 +414,12 @@ func (c *converter) value(n *yaml.Node, path *fieldPath, depth int) any {
 		c.p.aliasBudget -= 1 + len(n.Value)
 		if c.p.aliasBudget < 0 {
 			c.exhausted = true
-			c.fail(n, path, "YAML aliases expand to too much data (over %d nodes and bytes in the manifest); write the values out or reuse fewer", maxAliasExpansion)
+			c.fail(n, path, "YAML aliases expand to too much data (over %d nodes and bytes for this manifest: %d plus its size, at most %d); write the values out or reuse fewer", c.p.aliasLimit, minAliasExpansion, maxAliasExpansion)
 			return nil
 		}
 	}
 	if depth > maxDepth {
-		c.fail(n, path, "values nest deeper than %d levels", maxDepth)
+		c.fail(n, path, "values nest deeper than %d levels; no Kubernetes object needs that many, flatten it", maxDepth)
 		return nil
 	}
 	if n.Anchor != "" {
