@@ -73,13 +73,16 @@ func (p *parser) jsonSyntaxError(data []byte, top int, lines lineIndex, decErr e
 // jsonDocument decodes and checks one document starting at offset start.
 func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 	line := lines.line(start)
-	if dups := duplicateKeys(raw); len(dups) > 0 {
+	if dups, deep := scanJSON(raw); len(dups) > 0 || deep != nil {
 		index, ok := p.takeIndex(line)
 		if !ok {
 			return
 		}
 		for _, path := range dups {
 			p.invalid(index, line, path.String(), "this key is given twice")
+		}
+		if deep != nil {
+			p.invalid(index, line, deep.String(), "values nest deeper than %d levels; no Kubernetes object needs that many, flatten it", maxDepth)
 		}
 		return
 	}
@@ -94,12 +97,13 @@ func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 	p.value(v, &jsonPosition{raw: raw, start: start, lines: lines}, false)
 }
 
-// duplicateKeys returns the paths of the keys given more than once in an
-// object of raw, a valid JSON value, each once and at most maxErrors of
-// them. sigs.k8s.io/json's strict mode finds them too, but renders the whole
-// path of every repetition: a deep object repeating a key a hundred thousand
-// times cost it hundreds of megabytes.
-func duplicateKeys(raw []byte) []*fieldPath {
+// scanJSON returns the paths of the keys given more than once in an object
+// of raw, a valid JSON value, each once and at most maxErrors of them, and
+// the path of the first value nested deeper than maxDepth, if any (the scan
+// stops there). sigs.k8s.io/json's strict mode finds duplicates too, but
+// renders the whole path of every repetition: a deep object repeating a key
+// a hundred thousand times cost it hundreds of megabytes.
+func scanJSON(raw []byte) (dups []*fieldPath, deep *fieldPath) {
 	type frame struct {
 		path *fieldPath
 		// keys holds the keys of an object seen so far, true once reported.
@@ -110,7 +114,6 @@ func duplicateKeys(raw []byte) []*fieldPath {
 		// comes next.
 		key *string
 	}
-	var dups []*fieldPath
 	var stack []*frame
 	// at returns the path of the value about to be read.
 	at := func() *fieldPath {
@@ -131,7 +134,7 @@ func duplicateKeys(raw []byte) []*fieldPath {
 	for len(dups) < maxErrors {
 		tok, err := dec.Token()
 		if err != nil {
-			return dups
+			return dups, nil
 		}
 		if len(stack) > 0 {
 			if f := stack[len(stack)-1]; f.keys != nil && f.key == nil && tok != json.Delim('}') {
@@ -148,17 +151,23 @@ func duplicateKeys(raw []byte) []*fieldPath {
 			}
 		}
 		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{path: at(), keys: map[string]bool{}})
-		case json.Delim('['):
-			stack = append(stack, &frame{path: at()})
+		case json.Delim('{'), json.Delim('['):
+			path := at()
+			if len(stack) == maxDepth {
+				return dups, path
+			}
+			f := &frame{path: path}
+			if tok == json.Delim('{') {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:len(stack)-1]
 		default:
 			at()
 		}
 	}
-	return dups
+	return dups, nil
 }
 
 // jsonPosition locates a JSON value in the manifest. JSON keeps no positions

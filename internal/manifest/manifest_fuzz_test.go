@@ -11,7 +11,9 @@ import (
 )
 
 // FuzzParse feeds Parse arbitrary manifests. Beyond not panicking, it checks
-// what the rest of Vidra relies on: objects are complete and serializable,
+// what the rest of Vidra relies on: one parse allocates no more than
+// allocBudget of the manifest's size (a manifest that costs far more than
+// its size takes the operator down), objects are complete and serializable,
 // indexes and lines are sane, and the result does not vary between runs
 // (a message that changed on every reconcile would rewrite status forever).
 func FuzzParse(f *testing.F) {
@@ -55,12 +57,18 @@ spec:
 		}
 		seeds = append(seeds, string(data))
 	}
+	for _, h := range hostileManifests() {
+		seeds = append(seeds, h.manifest)
+	}
 	for _, s := range seeds {
 		f.Add(s)
 	}
 
 	f.Fuzz(func(t *testing.T, manifest string) {
-		objs, errs := Parse(manifest)
+		objs, errs, alloc := parseAllocating(manifest)
+		if budget := allocBudget(len(manifest)); alloc > budget {
+			t.Fatalf("Parse() of %d bytes allocated %d bytes, over the budget of %d", len(manifest), alloc, budget)
+		}
 		lines := strings.Count(manifest, "\n") + 1
 
 		last := -1
