@@ -10,19 +10,27 @@ CONTROLPLANE := $(BIN)/controlplane/$(K8S_VERSION)
 # the slowest package with its own control plane on a 2-core machine.
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
-.PHONY: all build test unit verify generate controlplane run bench fmt vet clean
+.PHONY: all build test unit verify generate controlplane prereqs run bench fmt vet clean
+
+# make run's listen addresses for Vidra's /metrics and probes.
+METRICS_ADDR ?= 127.0.0.1:18080
+PROBE_ADDR   ?= 127.0.0.1:18081
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./hack/localup
 
-controlplane:
+controlplane: prereqs
 	bash hack/controlplane/build.sh
+
+## prereqs: what the machine must have (Go version, tools); says what is missing.
+prereqs:
+	@bash hack/prereqs.sh
 
 ## test: everything CI runs: static checks, generated-code check, then all
 ## tests against a real control plane, with the race detector.
-test: controlplane verify
+test: prereqs controlplane verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
 
 ## unit: the packages whose tests need no control plane (pure logic).
@@ -44,8 +52,10 @@ generate:
 
 ## run: a local control plane with Vidra and a sample; Ctrl-C stops it all.
 run: controlplane
+	@bash hack/prereqs.sh $(METRICS_ADDR) $(PROBE_ADDR)
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
-	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml
+	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
+		--metrics-bind-address $(METRICS_ADDR) --health-probe-bind-address $(PROBE_ADDR)
 
 ## bench: SPEC §7 figures on a fresh control plane (about 5 minutes at N=1000);
 ## writes bench/results/latest.json and drift-latency.svg. BENCH_FLAGS=-n 100

@@ -136,8 +136,12 @@ func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
 	return cfg, problems
 }
 
+// MinInterval is the shortest periodic re-check: anything shorter would turn
+// one resource into a reconcile loop that takes a worker from everyone else.
+const MinInterval = time.Second
+
 // ParseDuration parses a Go duration; "0" and "0s" turn the interval off. A
-// negative duration is refused.
+// negative duration, or one shorter than MinInterval, is refused.
 func ParseDuration(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	if v == "0" {
@@ -149,6 +153,9 @@ func ParseDuration(v string) (time.Duration, error) {
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("must not be negative")
+	}
+	if d > 0 && d < MinInterval {
+		return 0, fmt.Errorf("must be 0 (off) or at least %s", MinInterval)
 	}
 	return d, nil
 }

@@ -39,6 +39,12 @@ func TestParse(t *testing.T) {
 			wantProblems: []string{"requeueResourcesAfter"},
 		},
 		{
+			name:         "an interval under a second is refused: it would be a reconcile loop",
+			data:         map[string]string{"requeueResourcesAfter": "1ns"},
+			want:         &Config{RequeueAfter: time.Minute, EventBased: true, Jitter: 0.1, OverrideManagers: DefaultOverrideManagers},
+			wantProblems: []string{"requeueResourcesAfter"},
+		},
+		{
 			name:         "earlier operator's keys are accepted with a warning",
 			data:         map[string]string{"requeueSyncAfter": "1m", "queryName": "x", "typo": "1"},
 			want:         Default(),

@@ -281,24 +281,31 @@ func TestMetricsShowReconcilesAndWhatWokeThem(t *testing.T) {
 	ns := namespace(t)
 	operator.RegisterClientMetrics(prometheus.NewRegistry()) // the process-wide hook, once
 	i := start(t, ns, nil)
-	createVR(t, ns, "m", fmt.Sprintf(cmDoc, "m"), func(vr *v1alpha1.VidraResource) {
+	// Two resources, so that each cause is the only one that can wake its
+	// resource: "tick" re-checks every second, "m" never on an interval, so
+	// the repair of m's ConfigMap can only be an event's work. (With both on
+	// one resource, an interval reconcile could repair the drift first.)
+	createVR(t, ns, "tick", fmt.Sprintf(cmDoc, "tick"), func(vr *v1alpha1.VidraResource) {
 		vr.Spec.Interval = &metav1.Duration{Duration: time.Second}
 	})
+	createVR(t, ns, "m", fmt.Sprintf(cmDoc, "m"), func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Interval = &metav1.Duration{}
+	})
+	poll(t, 30*time.Second, "resource never Ready", ready(ns, "tick"))
 	poll(t, 30*time.Second, "resource never Ready", ready(ns, "m"))
 
-	// An interval reconcile, a drift repair (event) and a requested one.
 	poll(t, 30*time.Second, "no interval reconcile", func() bool {
 		return metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "interval"}) >= 1
 	})
+	events := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"})
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "drift not corrected", func() bool {
 		return metricValue(t, i.metrics, "vidra_drift_corrections_total", map[string]string{"kind": "ConfigMap"}) >= 1
 	})
-	events := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"})
-	if events < 1 {
-		t.Errorf("drift repair not counted as an event reconcile")
+	if got := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"}); got < events+1 {
+		t.Errorf("drift repair not counted as an event reconcile: event reconciles %v before the delete, %v after the repair", events, got)
 	}
 	// A merge patch: the operator writes the status meanwhile, which an
 	// update of a resource read before would conflict with.

@@ -71,10 +71,12 @@ type Options struct {
 
 // Controller reconciles VidraResources.
 type Controller struct {
-	clients  Clients
-	lister   listers.VidraResourceLister
-	synced   cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	clients Clients
+	lister  listers.VidraResourceLister
+	synced  cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// fair is the queue's storage, told when a key's reconcile is over.
+	fair     *fairQueue
 	registry *watchregistry.Registry[cache.ObjectName]
 	dests    *destinations
 	recorder record.EventRecorder
@@ -107,21 +109,13 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 20
 	}
+	fair := newFairQueue()
 	c := &Controller{
-		clients: clients,
-		lister:  vrInformer.Lister(),
-		synced:  vrInformer.Informer().HasSynced,
-		// Per-item exponential backoff from 200ms to 5m: an unknown kind or an
-		// unreachable destination is retried soon, then ever more patiently.
-		// The overall bucket keeps a burst of failures (a CRD deleted under
-		// hundreds of resources) from hammering the API server.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedMaxOfRateLimiter(
-				workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
-				&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: newLimiter(50, 300)},
-			),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "vidraresources", Clock: opts.Clock, MetricsProvider: opts.QueueMetrics},
-		),
+		clients:  clients,
+		lister:   vrInformer.Lister(),
+		synced:   vrInformer.Informer().HasSynced,
+		queue:    newQueue(fair, opts),
+		fair:     fair,
 		recorder: opts.Recorder,
 		metrics:  NewMetrics(opts.Registerer),
 		clock:    opts.Clock,
@@ -188,6 +182,33 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	return c, nil
 }
 
+// newQueue builds the work queue: fair between namespaces (fairQueue), and
+// every retry rate-limited.
+//
+// Per-item exponential backoff from 200ms to 5m: an unknown kind or an
+// unreachable destination is retried soon, then ever more patiently. A
+// bucket per namespace keeps a burst of failures (a CRD deleted under
+// hundreds of a tenant's resources) from hammering the API server, without
+// making other namespaces' retries wait behind it.
+func newQueue(storage *fairQueue, opts Options) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+	name := "vidraresources"
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
+			newNamespaceBucketLimiter(20, 200),
+		),
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
+			Clock: opts.Clock,
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+				Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics,
+				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
+					Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics, Queue: storage,
+				}),
+			}),
+		},
+	)
+}
+
 // updateTrigger decides whether an update of a VidraResource needs a
 // reconcile. Status writes (Vidra's own above all) and metadata-only changes
 // such as the finalizer Vidra adds do not: reacting to them would loop.
@@ -249,6 +270,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	// Before Done: a key re-added meanwhile is pushed back on Done, and its
+	// namespace must not count this reconcile as still running then.
+	defer c.fair.finished(key)
 
 	trigger := c.takeTrigger(key)
 	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
@@ -273,29 +297,41 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	if c.opts.OnReconcile != nil {
 		c.opts.OnReconcile(key, trigger, result)
 	}
+	c.handleErr(ctx, key, res, err)
+	return true
+}
 
+// handleErr schedules what comes after a reconcile. Every retry goes through
+// the rate limiter, 409s included: a conflict means the cache was behind a
+// write, and the backoff's first step (200ms) is time for it to catch up;
+// requeueing at once would let one resource that keeps conflicting take a
+// worker from everyone else.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res syncResult, err error) {
+	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
 		if res.requeueAfter > 0 {
 			c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
 		}
+		return
 	case apierrors.IsConflict(err):
-		// The cache was behind a write; the next read will be current.
+		logger.V(4).Info("Reconcile hit a conflict, retrying with backoff", "err", err)
+	case c.queue.NumRequeues(key) >= c.opts.MaxRetries && res.requeueAfter > 0:
+		// The periodic re-check brings the resource back; until then the
+		// failure is in its status for a person to see.
+		utilruntime.HandleErrorWithContext(ctx, err, "Giving up retries of VidraResource until its next interval", "retries", c.queue.NumRequeues(key), "interval", res.requeueAfter)
 		c.queue.Forget(key)
-		c.enqueue(key, TriggerRetry)
-	case c.queue.NumRequeues(key) < c.opts.MaxRetries:
-		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", err, "retries", c.queue.NumRequeues(key))
-		c.addTrigger(key, TriggerRetry, c.clock.Now())
-		c.queue.AddRateLimited(key)
+		c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
+		return
 	default:
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping VidraResource out of the queue after retries", "retries", c.queue.NumRequeues(key))
-		c.queue.Forget(key)
-		if res.requeueAfter > 0 {
-			c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
-		}
+		// Without an interval to bring it back (a deletion, or interval 0)
+		// a dropped key would wait for someone to edit the resource: keep
+		// retrying, the backoff capped at 5 minutes.
+		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", err, "retries", c.queue.NumRequeues(key))
 	}
-	return true
+	c.addTrigger(key, TriggerRetry, c.clock.Now())
+	c.queue.AddRateLimited(key)
 }
 
 func (c *Controller) enqueueObject(obj any, t Trigger) {
@@ -415,6 +451,11 @@ func (c *Controller) interval(vr *v1alpha1.VidraResource) time.Duration {
 	d := cfg.RequeueAfter
 	if vr.Spec.Interval != nil {
 		d = vr.Spec.Interval.Duration
+	}
+	// The CRD refuses shorter intervals; resources stored before it did, or
+	// under a CRD without its validation, must not loop either.
+	if d > 0 && d < config.MinInterval {
+		d = config.MinInterval
 	}
 	return config.Jittered(d, cfg.Jitter, rand.Float64)
 }
