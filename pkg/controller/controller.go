@@ -47,6 +47,13 @@ type Options struct {
 	Namespace string
 	// DefaultServiceAccount is impersonated for resources that name none.
 	DefaultServiceAccount string
+	// TrustedNamespaces are the namespaces whose resources may act with the
+	// operator's own identity when they name no ServiceAccount; nil means
+	// Namespace alone, AllNamespaces every namespace. Resources elsewhere
+	// that name none apply nothing (ServiceAccountRequired).
+	TrustedNamespaces []string
+	// RemoteGuard limits where remote destinations may lead.
+	RemoteGuard RemoteGuard
 	// Config returns the settings in force; nil means config.Default.
 	Config func() *config.Config
 	// Recorder records Events on VidraResources; nil discards them.
@@ -154,7 +161,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		}
 	}
 	c.registry = reg
-	if c.dests, err = newDestinations(clients, reg, opts.Clock, opts.Namespace, func(key cacheKey) { c.enqueue(key, TriggerEvent) }); err != nil {
+	if c.dests, err = newDestinations(clients, reg, opts.Clock, opts.Namespace, opts.TrustedNamespaces, opts.RemoteGuard, func(key cacheKey) { c.enqueue(key, TriggerEvent) }); err != nil {
 		return nil, err
 	}
 

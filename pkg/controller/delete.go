@@ -38,6 +38,9 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 
 	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
 	switch {
+	case err != nil && isRefused(err):
+		// Vidra may not act for it, so it never applied anything as itself.
+		return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra may not act for this resource: %v", err), vr.Status.ManagedResources)
 	case err != nil && isSecretGone(err):
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
 	case err != nil && !del:

@@ -2,13 +2,18 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -85,43 +90,52 @@ func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, 
 
 // destinations resolves the destination of each VidraResource: the local
 // cluster, or a remote one through a kubeconfig Secret, each with the
-// identity the resource asks for.
+// identity the resource asks for, or is allowed.
 type destinations struct {
 	local   *clusterClients
 	remotes *remotes
+	trust   trust
 }
 
 type cacheKey = cache.ObjectName
 
-func newDestinations(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, enqueue func(cacheKey)) (*destinations, error) {
+func newDestinations(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, trusted []string, guard RemoteGuard, enqueue func(cacheKey)) (*destinations, error) {
 	local, err := newClusterClients(localCluster, clients.Config, clients.Dynamic,
 		newRESTMapper(discovery.NewDiscoveryClient(clients.Kube.Discovery().RESTClient()), clk))
 	if err != nil {
 		return nil, err
 	}
 	reg.SetCluster(localCluster, clients.Dynamic, nil)
-	return &destinations{local: local, remotes: newRemotes(clients, reg, clk, namespace, enqueue)}, nil
+	g, err := newRemoteGuard(guard)
+	if err != nil {
+		return nil, err
+	}
+	d := &destinations{local: local, trust: newTrust(trusted, namespace)}
+	d.remotes = newRemotes(clients, reg, clk, namespace, g, local, enqueue)
+	return d, nil
 }
 
-// resolve returns the destination of vr. A remote destination that cannot
-// be used (its Secret missing, its kubeconfig bad, its server unreachable)
-// is an error: it is never silently replaced by the local cluster.
+// resolve returns the destination of vr. The identity is decided first, so
+// that a resource that may not act at all contacts nothing. A remote
+// destination that cannot be used (its Secret missing or unreadable by the
+// resource's identity, its kubeconfig bad, its server unreachable) is an
+// error: it is never silently replaced by the local cluster.
 func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, defaultSA string) (*destination, error) {
 	key := cache.MetaObjectToName(vr)
+	sa, err := actingServiceAccount(vr.Namespace, vr.Spec.ServiceAccountName, defaultSA, d.trust)
+	if err != nil {
+		d.remotes.release(key)
+		return nil, err
+	}
 	cc := d.local
 	if vr.Spec.Destination.KubeconfigSecretRef != nil || !isLocalServer(vr.Spec.Destination.Server) {
-		var err error
-		if cc, err = d.remotes.resolve(ctx, key, vr); err != nil {
+		if cc, err = d.remotes.resolve(ctx, key, vr, sa, d.trust.trusts(vr.Namespace)); err != nil {
 			return nil, err
 		}
 	} else {
 		d.remotes.release(key)
 	}
 	dest := &destination{cluster: cc.name, client: cc.client, meta: cc.meta, mapper: cc.mapper}
-	sa := vr.Spec.ServiceAccountName
-	if sa == "" {
-		sa = defaultSA
-	}
 	if sa == "" {
 		return dest, nil
 	}
@@ -131,6 +145,110 @@ func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, 
 	}
 	dest.client, dest.meta, dest.serviceAccount = as.client, as.meta, vr.Namespace+"/"+sa
 	return dest, nil
+}
+
+// trust is the set of namespaces whose VidraResources may act with the
+// operator's own identity (--trusted-namespaces).
+type trust struct {
+	all        bool
+	namespaces map[string]bool
+}
+
+// AllNamespaces in TrustedNamespaces trusts every namespace: the behaviour
+// of a single-tenant cluster, where whoever may create a VidraResource may
+// act as the operator.
+const AllNamespaces = "*"
+
+// newTrust trusts the namespaces listed, or the operator's own namespace
+// when none are: like Argo CD, which trusts only its own namespace unless
+// told otherwise.
+func newTrust(namespaces []string, own string) trust {
+	t := trust{namespaces: map[string]bool{}}
+	for _, ns := range namespaces {
+		ns = strings.TrimSpace(ns)
+		switch ns {
+		case "":
+		case AllNamespaces:
+			t.all = true
+		default:
+			t.namespaces[ns] = true
+		}
+	}
+	if !t.all && len(t.namespaces) == 0 && own != "" {
+		t.namespaces[own] = true
+	}
+	return t
+}
+
+func (t trust) trusts(namespace string) bool { return t.all || t.namespaces[namespace] }
+
+// String lists the trusted namespaces, for messages.
+func (t trust) String() string {
+	if t.all {
+		return AllNamespaces
+	}
+	return strings.Join(slices.Sorted(maps.Keys(t.namespaces)), ",")
+}
+
+// actingServiceAccount decides who acts for a VidraResource of namespace:
+// the ServiceAccount it names; else the operator's default ServiceAccount;
+// else, in a trusted namespace only, the operator itself (""). Anywhere
+// else the resource may not act at all: it would write with the operator's
+// rights, which are meant for its administrators' resources.
+func actingServiceAccount(namespace, named, defaultSA string, t trust) (string, error) {
+	sa := named
+	if sa == "" {
+		sa = defaultSA
+	}
+	if sa != "" {
+		// The CRD refuses such names already; an older CRD, or a client that
+		// skips validation, must not turn "a:b" into the user of another
+		// namespace's ServiceAccount.
+		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 {
+			return "", &refusedError{reason: v1alpha1.ReasonServiceAccountRequired,
+				msg: fmt.Sprintf("spec.serviceAccountName %q is not a ServiceAccount name: %s", sa, strings.Join(errs, "; "))}
+		}
+		return sa, nil
+	}
+	if t.trusts(namespace) {
+		return "", nil
+	}
+	return "", &refusedError{reason: v1alpha1.ReasonServiceAccountRequired, msg: fmt.Sprintf(
+		"nothing applied: namespace %s is not trusted to act with the operator's identity, and the resource names no ServiceAccount; "+
+			"set spec.serviceAccountName to a ServiceAccount of %s allowed to write these objects, "+
+			"or run the operator with --default-service-account, "+
+			"or add %s to the operator's --trusted-namespaces (now %s)", namespace, namespace, namespace, t)}
+}
+
+// refusedError is a destination or identity Vidra will not use for a
+// resource: no retry can change that, only a change of the resource or of
+// the operator's flags. The resource stalls with reason.
+type refusedError struct {
+	reason string
+	msg    string
+}
+
+func (e *refusedError) Error() string { return e.msg }
+
+// isRefused reports whether err refuses the resource's identity outright,
+// so that it never acted and has nothing to clean up with it.
+func isRefused(err error) bool {
+	var r *refusedError
+	return errors.As(err, &r) && r.reason == v1alpha1.ReasonServiceAccountRequired
+}
+
+// destinationFailure maps an error of resolve to the condition reason it
+// reports and whether a retry may fix it.
+func destinationFailure(err error) (reason string, retry bool) {
+	var r *refusedError
+	if errors.As(err, &r) {
+		return r.reason, false
+	}
+	var f *forbiddenSecretError
+	if errors.As(err, &f) {
+		return v1alpha1.ReasonForbidden, true
+	}
+	return v1alpha1.ReasonDestinationError, true
 }
 
 // release forgets what was held for a VidraResource that is gone.

@@ -206,7 +206,8 @@ func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 
 	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
 	if err != nil {
-		r.out.errs = append(r.out.errs, &objectError{index: -1, reason: v1alpha1.ReasonDestinationError, retry: true, err: err})
+		reason, retry := destinationFailure(err)
+		r.out.errs = append(r.out.errs, &objectError{index: -1, reason: reason, retry: retry, err: err})
 		return
 	}
 	r.dest = dest

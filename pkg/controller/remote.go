@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -48,6 +49,29 @@ func (e *secretNotFoundError) Error() string { return e.msg }
 func isSecretGone(err error) bool {
 	var nf *secretNotFoundError
 	return errors.As(err, &nf)
+}
+
+// forbiddenSecretError says that the identity of a resource may not read
+// the kubeconfig Secret it names: Vidra does not read it for them either.
+type forbiddenSecretError struct{ msg string }
+
+func (e *forbiddenSecretError) Error() string { return e.msg }
+
+// accessRecheck is how long a ServiceAccount's right to read a kubeconfig
+// Secret, once checked, is trusted without asking again; a change of the
+// Secret asks at once. It bounds how long a revoked right still works.
+const accessRecheck = 10 * time.Minute
+
+// accessKey is one identity's read of one Secret.
+type accessKey struct {
+	user   string
+	secret cache.ObjectName
+}
+
+// accessCheck is the last successful check of an accessKey.
+type accessCheck struct {
+	rv string
+	at time.Time
 }
 
 // remoteKey identifies the clients built from one kubeconfig (a key of a
@@ -125,16 +149,21 @@ type remotes struct {
 	clock     clock.Clock
 	namespace string
 	enqueue   func(cacheKey)
+	guard     *remoteGuard
+	// local impersonates a resource's ServiceAccount to check that it may
+	// read the kubeconfig Secret it names.
+	local *clusterClients
 
 	mu        sync.Mutex
 	ctx       context.Context
 	informers map[string]*secretInformer
 	entries   map[remoteKey]*remote
 	users     map[cacheKey]*usage
+	access    map[accessKey]accessCheck
 	wg        sync.WaitGroup
 }
 
-func newRemotes(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, enqueue func(cacheKey)) *remotes {
+func newRemotes(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, guard *remoteGuard, local *clusterClients, enqueue func(cacheKey)) *remotes {
 	r := &remotes{
 		kube:      clients.Kube,
 		base:      clients.Config,
@@ -142,9 +171,12 @@ func newRemotes(clients Clients, reg *watchregistry.Registry[cacheKey], clk cloc
 		clock:     clk,
 		namespace: namespace,
 		enqueue:   enqueue,
+		guard:     guard,
+		local:     local,
 		informers: map[string]*secretInformer{},
 		entries:   map[remoteKey]*remote{},
 		users:     map[cacheKey]*usage{},
+		access:    map[accessKey]accessCheck{},
 	}
 	if clients.Config != nil {
 		// A metadata client for the Secret informers can only fail on a
@@ -165,8 +197,11 @@ func (r *remotes) start(ctx context.Context) {
 // wait returns once every Secret informer has stopped (after ctx ended).
 func (r *remotes) wait() { r.wg.Wait() }
 
-// resolve returns the clients of vr's remote destination.
-func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource) (*clusterClients, error) {
+// resolve returns the clients of vr's remote destination. sa is the
+// ServiceAccount vr acts as ("" for the operator), which must be allowed to
+// read the kubeconfig Secret vr names; trusted says whether vr's namespace
+// may use the operator's own cluster-kubeconfig Secrets.
+func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, sa string, trusted bool) (*clusterClients, error) {
 	dst := vr.Spec.Destination
 	u := &usage{server: dst.Server}
 	if ref := dst.KubeconfigSecretRef; ref != nil {
@@ -175,6 +210,14 @@ func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraR
 			u.key = defaultSecretKey
 		}
 	} else {
+		if !trusted {
+			// Refused before any lookup: an untrusted resource learns nothing
+			// of the administrators' Secrets, not even whether one exists.
+			r.release(key)
+			return nil, &refusedError{reason: v1alpha1.ReasonDestinationError, msg: fmt.Sprintf(
+				"destination.server %s names no destination.kubeconfigSecretRef, and the operator's %s Secrets serve only resources of trusted namespaces (--trusted-namespaces): "+
+					"put a kubeconfig for it in a Secret of namespace %s and name it in destination.kubeconfigSecretRef", dst.Server, legacyLabel, vr.Namespace)}
+		}
 		host, err := serverHost(dst.Server)
 		if err != nil {
 			r.release(key)
@@ -197,6 +240,9 @@ func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraR
 		if meta == nil {
 			return nil, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", u.namespace, u.secret)}
 		}
+		if err := r.checkAccess(ctx, vr.Namespace, sa, meta); err != nil {
+			return nil, err
+		}
 		rk = remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
 		if cc, _, err = r.ensure(ctx, r.entry(rk), meta.ResourceVersion); err != nil {
 			return nil, err
@@ -216,6 +262,46 @@ func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraR
 		}
 	}
 	return cc, nil
+}
+
+// checkAccess makes sure that ServiceAccount sa of namespace may get the
+// Secret described by meta, by getting it (metadata only) as sa: the
+// operator reads every Secret it is given, and must not read one for a
+// tenant who could not. A success is remembered for the Secret's version,
+// for accessRecheck at most, so that it costs one request per Secret
+// change, not one per reconcile.
+func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *metav1.PartialObjectMetadata) error {
+	if sa == "" {
+		return nil
+	}
+	user := "system:serviceaccount:" + namespace + ":" + sa
+	ak := accessKey{user: user, secret: cache.MetaObjectToName(meta)}
+	now := r.clock.Now()
+	r.mu.Lock()
+	prev, ok := r.access[ak]
+	r.mu.Unlock()
+	if ok && prev.rv == meta.ResourceVersion && now.Sub(prev.at) < accessRecheck {
+		return nil
+	}
+	as, err := r.local.as(namespace, sa)
+	if err != nil {
+		return err
+	}
+	_, err = as.meta.Resource(secretsResource).Namespace(meta.Namespace).Get(ctx, meta.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return &forbiddenSecretError{msg: fmt.Sprintf(
+			"ServiceAccount %s/%s may not get Secret %s/%s named by destination.kubeconfigSecretRef, so Vidra does not read it either: "+
+				"grant it get on that Secret (a Role and RoleBinding in %s), or name a Secret it may read", namespace, sa, meta.Namespace, meta.Name, meta.Namespace)}
+	case apierrors.IsNotFound(err):
+		return &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", meta.Namespace, meta.Name)}
+	case err != nil:
+		return fmt.Errorf("check that ServiceAccount %s/%s may get Secret %s/%s: %w", namespace, sa, meta.Namespace, meta.Name, err)
+	}
+	r.mu.Lock()
+	r.access[ak] = accessCheck{rv: meta.ResourceVersion, at: now}
+	r.mu.Unlock()
+	return nil
 }
 
 // legacy finds the earlier operator's Secret for u's server: labelled with
@@ -403,6 +489,9 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		return e.cc, e.exact, nil
 	}
 	cfg, server, exact, err := restConfigFromKubeconfig(data, e.key.server)
+	if err == nil {
+		err = r.guard.checkServer(server)
+	}
 	if err != nil {
 		e.setFailed(r, fmt.Errorf("kubeconfig in Secret %s/%s, key %s: %w", ns, name, e.key.key, err))
 		return nil, false, e.err
@@ -474,11 +563,15 @@ func secretKeys(data map[string][]byte) []string {
 
 // newRemoteClients builds the clients of one remote cluster: for requests,
 // with a timeout; for informers, without one, since a watch is one long
-// request. Both go through one circuit breaker.
+// request. Both go through one circuit breaker, dial through the guard
+// (checked addresses, no proxy) and have answers that are not a Kubernetes
+// API server's replaced; impersonating clients copy all of it.
 func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
 	b := newBreaker(server, r.clock)
 	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
-	cfg.WrapTransport = b.wrap
+	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
+	// The breaker sits outermost: a replaced answer is still an answer.
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrap)
 	watchCfg := rest.CopyConfig(cfg)
 	cfg.Timeout = remoteTimeout
 
@@ -530,6 +623,11 @@ func (r *remotes) secretChanged(namespace, name string, labelled, deleted bool) 
 		}
 	}
 	if deleted {
+		for ak := range r.access {
+			if ak.secret.Namespace == namespace && ak.secret.Name == name {
+				delete(r.access, ak)
+			}
+		}
 		for rk := range r.entries {
 			if rk.secret.Namespace == namespace && rk.secret.Name == name {
 				delete(r.entries, rk)

@@ -69,13 +69,18 @@ func contextNames(kc *clientcmdapi.Config) []string {
 }
 
 // selfContained refuses what a kubeconfig from a Secret must not do inside
-// the operator: run a program (exec and auth-provider plugins) or read the
-// operator's own files (its ServiceAccount token, its certificates). A
-// tenant who may write a Secret would otherwise act as the operator.
+// the operator: run a program (exec and auth-provider plugins), read the
+// operator's own files (its ServiceAccount token, its certificates), or
+// send its requests through a proxy, which would reach for it whatever
+// address --destination-cidr-deny keeps it from. A tenant who may write a
+// Secret would otherwise act as the operator.
 func selfContained(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo) error {
 	var bad []string
 	if cluster.CertificateAuthority != "" {
 		bad = append(bad, "certificate-authority (a file; use certificate-authority-data)")
+	}
+	if cluster.ProxyURL != "" {
+		bad = append(bad, "proxy-url (Vidra connects to destinations directly)")
 	}
 	if user != nil {
 		if user.Exec != nil {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +30,7 @@ func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDestinations(clients, reg, clock.RealClock{}, "vidra-system", func(cache.ObjectName) {})
+	d, err := newDestinations(clients, reg, clock.RealClock{}, "vidra-system", []string{AllNamespaces}, RemoteGuard{}, func(cache.ObjectName) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +69,65 @@ func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 	b, _ := d.resolve(t.Context(), vr, "fallback")
 	if a.client != b.client {
 		t.Error("impersonating clients are not cached")
+	}
+}
+
+// TestActingServiceAccountFailsClosed is the one decision of who acts for a
+// resource: outside the trusted namespaces a resource names a ServiceAccount,
+// or the operator names a default one, or nothing is done at all.
+func TestActingServiceAccountFailsClosed(t *testing.T) {
+	tests := []struct {
+		name      string
+		trusted   []string
+		namespace string
+		named     string
+		defaultSA string
+		want      string
+		refused   bool
+	}{
+		{name: "the operator's namespace is trusted by default", namespace: "vidra-system", want: ""},
+		{name: "another namespace is not", namespace: "team-a", refused: true},
+		{name: "a named ServiceAccount acts anywhere", namespace: "team-a", named: "deployer", want: "deployer"},
+		{name: "the default ServiceAccount acts anywhere", namespace: "team-a", defaultSA: "fallback", want: "fallback"},
+		{name: "named wins over the default", namespace: "team-a", named: "deployer", defaultSA: "fallback", want: "deployer"},
+		{name: "the default applies in a trusted namespace too", namespace: "vidra-system", defaultSA: "fallback", want: "fallback"},
+		{name: "a listed namespace is trusted", trusted: []string{"team-a", " platform "}, namespace: "platform", want: ""},
+		{name: "listing namespaces replaces the default", trusted: []string{"team-a"}, namespace: "vidra-system", refused: true},
+		{name: "star trusts every namespace", trusted: []string{"*"}, namespace: "anywhere", want: ""},
+		{name: "empty entries are ignored", trusted: []string{"", " "}, namespace: "vidra-system", want: ""},
+		{name: "a user name is refused", trusted: []string{"*"}, namespace: "team-a", named: "kube-system:admin", refused: true},
+		{name: "a default that is no ServiceAccount name is refused", namespace: "team-a", defaultSA: "a:b", refused: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := actingServiceAccount(tc.namespace, tc.named, tc.defaultSA, newTrust(tc.trusted, "vidra-system"))
+			if tc.refused {
+				var re *refusedError
+				if !errors.As(err, &re) || re.reason != v1alpha1.ReasonServiceAccountRequired {
+					t.Fatalf("got %q, %v; want ServiceAccountRequired", got, err)
+				}
+				if reason, retry := destinationFailure(err); reason != v1alpha1.ReasonServiceAccountRequired || retry {
+					t.Errorf("reported as %s, retry %v; want ServiceAccountRequired without retry", reason, retry)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServiceAccountRequiredSaysTheWaysOut: the message is all a tenant
+// sees; it names each fix.
+func TestServiceAccountRequiredSaysTheWaysOut(t *testing.T) {
+	_, err := actingServiceAccount("team-a", "", "", newTrust(nil, "vidra-system"))
+	if err == nil {
+		t.Fatal("not refused")
+	}
+	for _, want := range []string{"team-a", "spec.serviceAccountName", "--default-service-account", "--trusted-namespaces", "vidra-system"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message lacks %q: %s", want, err)
+		}
 	}
 }
