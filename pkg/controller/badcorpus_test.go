@@ -17,9 +17,10 @@ import (
 
 // badCase is one file of testdata/bad: a manifest, headed by the condition
 // reason ("# expect-reason: R") and a message fragment ("# expect-message: M")
-// it must produce.
+// it must produce, and optionally the Event reason ("# expect-event: E")
+// when eventReasonFor cannot tell it from the condition reason.
 type badCase struct {
-	name, manifest, reason, fragment string
+	name, manifest, reason, fragment, event string
 }
 
 func loadBadCorpus(t *testing.T) []badCase {
@@ -45,6 +46,8 @@ func loadBadCorpus(t *testing.T) []badCase {
 				c.reason = strings.TrimSpace(v)
 			} else if v, ok := strings.CutPrefix(line, "# expect-message:"); ok {
 				c.fragment = strings.TrimSpace(v)
+			} else if v, ok := strings.CutPrefix(line, "# expect-event:"); ok {
+				c.event = strings.TrimSpace(v)
 			} else {
 				body.WriteString(line + "\n")
 			}
@@ -52,6 +55,9 @@ func loadBadCorpus(t *testing.T) []badCase {
 		c.manifest = body.String()
 		if c.reason == "" || c.fragment == "" {
 			t.Fatalf("%s lacks its # expect-reason: or # expect-message: header", f)
+		}
+		if c.event == "" {
+			c.event = eventReasonFor(c.reason)
 		}
 		cases = append(cases, c)
 	}
@@ -81,7 +87,7 @@ func TestBadInputCorpus(t *testing.T) {
 			if msg := readyMessage(vr); !strings.Contains(msg, c.fragment) {
 				t.Errorf("Ready message %q lacks %q", msg, c.fragment)
 			}
-			waitEvent(t, ns, c.name, eventReasonFor(c.reason), c.fragment)
+			waitEvent(t, ns, c.name, c.event, c.fragment)
 			if vr.Status.ManagedCount != 0 {
 				t.Errorf("a bad manifest applied objects: %+v", vr.Status.ManagedResources)
 			}
