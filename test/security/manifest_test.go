@@ -1,0 +1,181 @@
+package security_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// heapBudget is what the process (operator and test) may allocate, in all,
+// while the operator handles the alias bomb and a healthy resource after it.
+// Expanding the bomb took 1.5 GB; parsing it within Vidra's bounds takes
+// about 12 MiB, and the whole test about 25 MiB.
+const heapBudget = 64 << 20
+
+// issueAliasBomb returns the 44 KB manifest of issue 13: a ConfigMap whose
+// 20,000 padding nodes defeat a ratio of aliases to nodes, a 4 KB string
+// fanned out tenfold over five levels, then "..." and a broken document,
+// whose syntax error once sent the whole text to a YAML library that
+// expanded it to 1.5 GB.
+func issueAliasBomb() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n")
+	b.WriteString("pad: [" + strings.Repeat("0,", 20000) + "0]\n")
+	b.WriteString("l0: &l0 \"" + strings.Repeat("x", 4096) + "\"\n")
+	for l := 1; l <= 5; l++ {
+		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", l, l, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", l-1), 10), ","))
+	}
+	b.WriteString("...\nbroken: [\n")
+	return b.String()
+}
+
+// TestHostileManifestCannotTakeOperatorDown creates the alias bomb of issue
+// 13 in the trusted namespace (so that no identity rule stops it before the
+// parser) and checks that the operator reports it in a condition and an
+// Event, goes on reconciling other resources, and allocates little doing so.
+func TestHostileManifestCannotTakeOperatorDown(t *testing.T) {
+	ns := operatorNamespace
+	deleteResourcesAtEnd(t, ns, "bomb", "after-bomb")
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	createVR(t, ns, "bomb", issueAliasBomb())
+	vr := waitVR(t, ns, "bomb", "refused the bomb", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidManifest))
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "aliases expand to too much data") {
+		t.Errorf("Ready message %q does not say the aliases expand too much", c.Message)
+	}
+	waitWarningEvent(t, ns, "bomb", v1alpha1.ReasonInvalidManifest, "aliases expand to too much data")
+
+	// The barrier: a resource created after the bomb is reconciled, so the
+	// operator is up and its workers are free.
+	createVR(t, ns, "after-bomb", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: after-bomb\ndata:\n  k: v\n")
+	waitVR(t, ns, "after-bomb", "became Ready after the bomb", isReady)
+	if getObject(t, configMaps, ns, "after-bomb") == nil {
+		t.Errorf("ConfigMap after-bomb was not applied")
+	}
+	if getObject(t, configMaps, ns, "bomb") != nil {
+		t.Errorf("the bomb's ConfigMap was applied")
+	}
+
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > heapBudget {
+		t.Errorf("the process allocated %d MiB while the operator handled the bomb, over the budget of %d MiB", alloc>>20, heapBudget>>20)
+	}
+	t.Logf("allocated %d MiB; heap in use %d MiB before, %d MiB after", (after.TotalAlloc-before.TotalAlloc)>>20, before.HeapInuse>>20, after.HeapInuse>>20)
+}
+
+// TestCRDRefusesTooShortIntervalAndBadServiceAccountName checks the CRD's
+// rules against the API server: an interval of 0 turns the re-check off,
+// anything else must be at least 1s (a shorter one would make a resource a
+// reconcile loop), and serviceAccountName must be a ServiceAccount name,
+// not "namespace:name" or a user.
+func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
+	tests := []struct {
+		field, value string
+		accepted     bool
+	}{
+		{"interval", "1ns", false},
+		{"interval", "500ms", false},
+		{"interval", "0.5s", false},
+		{"interval", "0", true},
+		{"interval", "0s", true},
+		{"interval", "1s", true},
+		{"interval", "10m", true},
+		{"serviceAccountName", "a:b", false},
+		{"serviceAccountName", "system:serviceaccount:kube-system:default", false},
+		{"serviceAccountName", "deployer", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field+"="+tt.value, func(t *testing.T) {
+			vr := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+				"kind":       "VidraResource",
+				"metadata":   map[string]any{"name": "crd-rules", "namespace": operatorNamespace},
+				"spec": map[string]any{
+					"manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crd-rules\n",
+					tt.field:   tt.value,
+				},
+			}}
+			// A dry run is validated in full and stores nothing, so the
+			// operator never sees these resources.
+			_, err := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(operatorNamespace).
+				Create(t.Context(), vr, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			switch {
+			case tt.accepted && err != nil:
+				t.Errorf("%s %q refused: %v", tt.field, tt.value, err)
+			case !tt.accepted && err == nil:
+				t.Errorf("%s %q accepted, want refused", tt.field, tt.value)
+			case !tt.accepted && !apierrors.IsInvalid(err):
+				t.Errorf("%s %q refused with %v, want Invalid", tt.field, tt.value, err)
+			case !tt.accepted && !strings.Contains(err.Error(), "spec."+tt.field):
+				t.Errorf("error %q does not name spec.%s", err, tt.field)
+			}
+		})
+	}
+}
+
+// deleteResourcesAtEnd deletes the VidraResources named in ns when the test ends and
+// waits until they are gone, finalizers done, so that no later test sees
+// them or their objects.
+func deleteResourcesAtEnd(t *testing.T, ns string, names ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		client := vidra.InfrahubV1alpha1().VidraResources(ns)
+		for _, name := range names {
+			if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete VidraResource %s/%s: %v", ns, name, err)
+			}
+		}
+		for _, name := range names {
+			err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err := client.Get(ctx, name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+			if err != nil {
+				t.Errorf("VidraResource %s/%s was not deleted: %v", ns, name, err)
+			}
+		}
+	})
+}
+
+// waitWarningEvent waits for a Warning Event on VidraResource ns/name with reason whose
+// message contains fragment.
+func waitWarningEvent(t *testing.T, ns, name, reason, fragment string) {
+	t.Helper()
+	selector := fields.Set{"involvedObject.name": name, "involvedObject.kind": "VidraResource", "reason": reason}.AsSelector().String()
+	var seen []string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, fragment) {
+				return true, nil
+			}
+			seen = append(seen, e.Message)
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Warning Event %s on %s/%s containing %q: %v; saw %q", reason, ns, name, fragment, err, seen)
+	}
+}
