@@ -97,6 +97,22 @@ func (i *instance) count(trigger controller.Trigger) int {
 	return n
 }
 
+// countOf is the number of reconciles of ns/name so far.
+func (i *instance) countOf(ns, name string) int { return len(i.triggersOf(ns, name)) }
+
+// triggersOf lists what woke each reconcile of ns/name, in order.
+func (i *instance) triggersOf(ns, name string) []controller.Trigger {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var out []controller.Trigger
+	for _, r := range i.reconciles {
+		if r.key == (cache.ObjectName{Namespace: ns, Name: name}) {
+			out = append(out, r.trigger)
+		}
+	}
+	return out
+}
+
 func (i *instance) first() (time.Time, bool) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -298,14 +314,22 @@ func TestMetricsShowReconcilesAndWhatWokeThem(t *testing.T) {
 		return metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "interval"}) >= 1
 	})
 	events := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"})
+	before := i.countOf(ns, "m")
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "drift not corrected", func() bool {
-		return metricValue(t, i.metrics, "vidra_drift_corrections_total", map[string]string{"kind": "ConfigMap"}) >= 1
+	poll(t, 30*time.Second, "drift not corrected", configMapExists(ns, "m"))
+	// The repair's reconcile is recorded once sync returns, a moment after
+	// the ConfigMap is back: wait for it, then look at what woke it.
+	poll(t, 30*time.Second, "no reconcile of m after the delete", func() bool { return i.countOf(ns, "m") > before })
+	if got := i.triggersOf(ns, "m")[before:]; got[0] != controller.TriggerEvent {
+		t.Errorf("the repair of m was a %q reconcile, want event (reconciles since the delete: %v)", got[0], got)
+	}
+	poll(t, 30*time.Second, "drift repair not counted in vidra_reconciles_total{trigger=event}", func() bool {
+		return metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"}) >= events+1
 	})
-	if got := metricValue(t, i.metrics, "vidra_reconciles_total", map[string]string{"trigger": "event"}); got < events+1 {
-		t.Errorf("drift repair not counted as an event reconcile: event reconciles %v before the delete, %v after the repair", events, got)
+	if v := metricValue(t, i.metrics, "vidra_drift_corrections_total", map[string]string{"kind": "ConfigMap"}); v != 1 {
+		t.Errorf("vidra_drift_corrections_total{kind=ConfigMap} = %v, want 1", v)
 	}
 	// A merge patch: the operator writes the status meanwhile, which an
 	// update of a resource read before would conflict with.
