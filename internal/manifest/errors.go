@@ -17,7 +17,8 @@ const (
 	// objects. Only an edit of the manifest fixes it.
 	ReasonInvalidManifest = "InvalidManifest"
 	// ReasonManifestTooLarge means that the manifest is over
-	// MaxManifestBytes.
+	// MaxManifestBytes, holds more than MaxObjects objects, or more
+	// documents than Parse reads.
 	ReasonManifestTooLarge = "ManifestTooLarge"
 	// ReasonUnknownKind means that the destination does not serve the
 	// object's kind, typically because its CustomResourceDefinition is not
