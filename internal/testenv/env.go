@@ -316,7 +316,9 @@ func (e *Env) startControllerManager() error {
 	}
 	p, err := startProcess("kube-controller-manager", filepath.Join(e.binDir, "kube-controller-manager"), e.Dir, []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller",
+		// The aggregation controller fills the built-in edit, admin and
+		// view ClusterRoles, which tenants are usually bound to.
+		"--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",

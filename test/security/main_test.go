@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +25,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/operator"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/controller"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 )
 
@@ -40,7 +44,32 @@ var (
 	dyn   dynamic.Interface
 	// vidraOp is the operator under attack, with the default options.
 	vidraOp *operator.Operator
+	// reconciles records every reconcile the operator finishes, in order.
+	reconciles = &reconcileLog{}
 )
+
+// operatorWorkers is the harness operator's number of workers.
+const operatorWorkers = 4
+
+// reconcileLog is the order in which the operator finished reconciles: what
+// a test of fairness counts, instead of timing anything.
+type reconcileLog struct {
+	mu   sync.Mutex
+	keys []cache.ObjectName
+}
+
+func (l *reconcileLog) record(key cache.ObjectName, _ controller.Trigger, _ string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keys = append(l.keys, key)
+}
+
+// snapshot returns the reconciles finished so far.
+func (l *reconcileLog) snapshot() []cache.ObjectName {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.keys)
+}
 
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
 
@@ -62,7 +91,8 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	cfg.QPS, cfg.Burst = 500, 1000
 	ctx, cancel := context.WithCancel(ctx)
 	// The defaults of the shipped install: nothing here widens trust.
-	op, err := operator.New(ctx, operator.Options{Config: cfg, Namespace: operatorNamespace, Workers: 4, Linger: 2 * time.Second})
+	op, err := operator.New(ctx, operator.Options{Config: cfg, Namespace: operatorNamespace, Workers: operatorWorkers, Linger: 2 * time.Second,
+		OnReconcile: reconciles.record})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -96,6 +126,17 @@ func serviceAccount(t *testing.T, ns, name string, editIn ...string) {
 	ctx := t.Context()
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
+	}
+	if len(editIn) > 0 {
+		// kube-controller-manager fills the aggregated ClusterRole "edit" a
+		// moment after it starts.
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cr, err := kube.RbacV1().ClusterRoles().Get(ctx, "edit", metav1.GetOptions{})
+			return err == nil && len(cr.Rules) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("ClusterRole edit never got its rules: %v", err)
+		}
 	}
 	for _, target := range editIn {
 		rb := &rbacv1.RoleBinding{
