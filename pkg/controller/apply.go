@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -116,7 +117,7 @@ func (c *Controller) cacheTransform(obj any) (any, error) {
 		kept := mf[:0]
 		for _, e := range mf {
 			switch {
-			case e.Subresource == "status", e.Manager == v1alpha1.FieldManager:
+			case e.Subresource == "status", isVidraManager(e.Manager):
 				continue
 			case slices.Contains(overrides, e.Manager):
 			default:
@@ -139,9 +140,11 @@ func dropManagedFields(obj any) (any, error) {
 }
 
 // readLive returns the live object: from the watch registry's cache when it
-// holds it, else from the API server. absent is true, and the API server was
-// not asked, when a synced cache says no object with Vidra's label exists by
-// that name: only an unmanaged object could, which applyAbsent detects.
+// holds it, else from the API server. absent is true when no object of that
+// name exists that Vidra could read: either the API server said so, or a
+// synced cache says no object with Vidra's label exists by that name, and
+// the API server was not asked: only an unmanaged object could exist then,
+// and the create-only apply of applyAbsent detects it without changing it.
 func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	ref := watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}
 	u, err := c.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
@@ -157,7 +160,7 @@ func (c *Controller) readLive(ctx context.Context, r *run, p *planned) (live *un
 func (c *Controller) getLive(ctx context.Context, r *run, p *planned) (*unstructured.Unstructured, bool, error) {
 	live, err := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, false, nil
+		return nil, true, nil
 	}
 	if err != nil {
 		return nil, false, err
@@ -165,26 +168,92 @@ func (c *Controller) getLive(ctx context.Context, r *run, p *planned) (*unstruct
 	return live, false, nil
 }
 
-// checkOwner refuses to take over an object that another VidraResource owns,
-// or that exists without Vidra's marks.
-func (c *Controller) checkOwner(vr *v1alpha1.VidraResource, live *unstructured.Unstructured, p *planned) *objectError {
+// checkOwner refuses to take over an object that another VidraResource
+// owns, or that exists without Vidra's marks. An object whose marks name an
+// owner that is authoritatively gone is adopted, and only then: see
+// ownerGone.
+func (c *Controller) checkOwner(ctx context.Context, r *run, live *unstructured.Unstructured, p *planned) *objectError {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
-	if uid == string(vr.UID) {
+	if uid == string(r.vr.UID) {
 		return nil
 	}
 	if uid == "" {
 		return unmanagedError(p)
 	}
 	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
-	if key, ok := ownerKey(owner); ok {
-		if other, err := c.lister.VidraResources(key.Namespace).Get(key.Name); err == nil && string(other.UID) == uid {
-			return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true,
-				err: fmt.Errorf("is managed by VidraResource %s; an object has one owner", owner)}
-		}
+	gone, err := c.ownerGone(ctx, owner, types.UID(uid))
+	if err != nil {
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true, retry: true,
+			err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
+	}
+	if !gone {
+		r.claims = append(r.claims, p.key)
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true,
+			err: fmt.Errorf("is managed by VidraResource %s; an object has one owner", owner)}
+	}
+	if r.dest.cluster != localCluster {
+		// VidraResources live in the cluster of the installation that
+		// reconciles them; an owner this cluster does not hold may belong
+		// to another Vidra installation sharing the remote cluster.
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true,
+			err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, remove the object's Vidra labels and annotation to let this resource adopt it", owner, uid)}
+	}
+	// The marks cannot be trusted on their own: anyone who may label an
+	// object can write them. Only an object Vidra has applied is adopted.
+	full, _, err := c.getLive(ctx, r, p)
+	if err != nil {
+		return classify(p, fmt.Errorf("read: %w", err))
+	}
+	if full == nil || !appliedByVidra(full.GetManagedFields()) {
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
+			err: errors.New("carries Vidra's marks but was never applied by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
 	}
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt.
+	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uid)
 	return nil
+}
+
+// ownerGone reports whether the VidraResource that owner (namespace/name)
+// and uid name is authoritatively gone from the cluster Vidra runs in. The
+// informer cache answers when it holds the resource; when it does not (it
+// may watch one namespace only, or lag behind a creation), the API server
+// does.
+func (c *Controller) ownerGone(ctx context.Context, owner string, uid types.UID) (bool, error) {
+	key, ok := ownerKey(owner)
+	if !ok {
+		return true, nil
+	}
+	if vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name); err == nil && vr.UID == uid {
+		return false, nil
+	}
+	vr, err := c.clients.Vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get VidraResource %s: %w", owner, err)
+	}
+	return vr.UID != uid, nil
+}
+
+// appliedByVidra reports whether an Apply of Vidra's field manager wrote the
+// object. Updates under any name, Vidra's own release and handover writes
+// included, do not count: they are not what makes an object Vidra's.
+func appliedByVidra(managedFields []metav1.ManagedFieldsEntry) bool {
+	return slices.ContainsFunc(managedFields, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == v1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply
+	})
+}
+
+// isVidraManager reports the field managers of Vidra's own writes.
+func isVidraManager(name string) bool {
+	switch name {
+	case v1alpha1.FieldManager, v1alpha1.ReleaseFieldManager, v1alpha1.HandoverFieldManager, v1alpha1.DriftFieldManager,
+		v1alpha1.FinalizerFieldManager, v1alpha1.StatusFieldManager:
+		return true
+	}
+	return false
 }
 
 func unmanagedError(p *planned) *objectError {
@@ -225,20 +294,18 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		}
 	}
 	if absent {
-		done, oerr := c.applyAbsent(ctx, r, p, hash)
-		if done || oerr != nil {
+		found, oerr := c.applyAbsent(ctx, r, p, hash)
+		if found == nil {
 			return oerr
 		}
 		// The object exists after all, Vidra's own behind a cache that has
-		// not caught up: read it and go on as for any live object.
-		if live, _, err = c.getLive(ctx, r, p); err != nil {
-			return fail(fmt.Errorf("read: %w", err))
+		// not caught up: go on as for any live object.
+		live = found
+	} else if oerr := c.checkOwner(ctx, r, live, p); oerr != nil {
+		if oerr.reason == v1alpha1.ReasonUnmanagedExists {
+			r.st.unmanaged[p.key] = true
 		}
-	}
-	if live != nil {
-		if oerr := c.checkOwner(r.vr, live, p); oerr != nil {
-			return oerr
-		}
+		return oerr
 	}
 	rec, known := r.st.applied[p.key]
 	if live != nil {
@@ -273,16 +340,21 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		}
 	}
 
-	resp, err := c.apply(ctx, r, p)
+	resp, err := c.apply(ctx, r, p, live)
 	if err != nil && isImmutable(err) && r.vr.Spec.Force && live != nil {
 		logger.Info("Recreating object to change an immutable field (spec.force)")
 		if err := c.recreate(ctx, r, p, live); err != nil {
 			return fail(err)
 		}
-		resp, err = c.apply(ctx, r, p)
+		resp, err = c.apply(ctx, r, p, nil)
 	}
 	if err != nil {
 		c.metrics.Applies.WithLabelValues("error").Inc()
+		if isReplaced(err) {
+			// Deleted, or replaced by someone else, since it was read: the
+			// retry reads it again.
+			return fail(fmt.Errorf("changed while Vidra applied it, retrying: %w", err))
+		}
 		return fail(err)
 	}
 	c.metrics.Applies.WithLabelValues("success").Inc()
@@ -324,56 +396,39 @@ func (c *Controller) applied(r *run, p *planned, live *unstructured.Unstructured
 	}
 }
 
-// applyAbsent creates an object the cache does not hold, in one request and
-// without the read that would otherwise guard against taking over an
-// unmanaged object of the same name: the apply is not forced, so a
-// pre-existing object whose fields another manager owns makes it fail with a
-// conflict, and one that only had equal values or no owned fields is
-// recognised afterwards by the other managers in its managedFields and
-// released again (its content was not changed: the values were equal).
-// done is false when the object turns out to exist and be Vidra's.
-func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash uint64) (done bool, oerr *objectError) {
-	resp, err := applyMeta(ctx, r, p, false)
+// applyAbsent creates an object that no cache or read has shown, in one
+// request: a server-side apply that can only create (see applyMeta), so a
+// pre-existing object of that name, someone else's above all, makes it fail
+// with a conflict and is not changed at all. The apply being Vidra's, the
+// created object's fields are owned by Vidra's Apply entry exactly as if a
+// plain apply had created it. found is the object that turned out to exist
+// and be Vidra's, to go on with; it is nil when the object was created, or
+// on an error.
+func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash uint64) (found *unstructured.Unstructured, oerr *objectError) {
+	resp, err := applyMeta(ctx, r, p, nil)
 	switch {
 	case apierrors.IsConflict(err):
 		live, _, gerr := c.getLive(ctx, r, p)
 		if gerr != nil {
-			return true, classify(p, fmt.Errorf("read: %w", gerr))
+			return nil, classify(p, fmt.Errorf("read: %w", gerr))
 		}
 		if live == nil {
-			return false, nil
+			return nil, classify(p, fmt.Errorf("deleted while Vidra created it, retrying: %w", err))
 		}
-		if oerr := c.checkOwner(r.vr, live, p); oerr != nil {
-			return true, oerr
+		if oerr := c.checkOwner(ctx, r, live, p); oerr != nil {
+			if oerr.reason == v1alpha1.ReasonUnmanagedExists {
+				r.st.unmanaged[p.key] = true
+			}
+			return nil, oerr
 		}
-		return false, nil
+		return live, nil
 	case err != nil:
 		c.metrics.Applies.WithLabelValues("error").Inc()
-		return true, classify(p, err)
+		return nil, classify(p, err)
 	}
 	c.metrics.Applies.WithLabelValues("success").Inc()
-	_, ours := r.st.applied[p.key]
-	if !p.inventory && !ours && writtenByOthers(resp.ManagedFields) {
-		klog.FromContext(ctx).Info("Releasing an unmanaged object that an apply found", "object", p.key.String())
-		if err := stripMarks(ctx, r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()), p.obj.GetKind(), p.obj.GetName()); err != nil {
-			return true, classify(p, err)
-		}
-		r.st.unmanaged[p.key] = true
-		return true, unmanagedError(p)
-	}
 	c.applied(r, p, nil, resp.ResourceVersion, hash)
-	return true, nil
-}
-
-// writtenByOthers reports whether a field manager other than Vidra ever
-// wrote the object; an object Vidra's apply just created has none.
-func writtenByOthers(managedFields []metav1.ManagedFieldsEntry) bool {
-	for _, e := range managedFields {
-		if e.Manager != v1alpha1.FieldManager {
-			return true
-		}
-	}
-	return false
+	return nil, nil
 }
 
 // lastWriter names the field manager, other than Vidra, that wrote the object
@@ -382,7 +437,7 @@ func lastWriter(live *unstructured.Unstructured) string {
 	var who string
 	var at time.Time
 	for _, e := range live.GetManagedFields() {
-		if e.Manager == v1alpha1.FieldManager || e.Time == nil {
+		if isVidraManager(e.Manager) || e.Time == nil {
 			continue
 		}
 		if who == "" || e.Time.After(at) {
@@ -395,20 +450,67 @@ func lastWriter(live *unstructured.Unstructured) string {
 	return who
 }
 
-func (c *Controller) apply(ctx context.Context, r *run, p *planned) (*metav1.PartialObjectMetadata, error) {
-	return applyMeta(ctx, r, p, true)
+// apply server-side applies p over live, forcing Vidra's values over other
+// managers' (the owner check has passed), or creates it when live is nil.
+func (c *Controller) apply(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	return applyMeta(ctx, r, p, live)
 }
 
+// createOnlyVersion is a resourceVersion no object ever has. In an apply it
+// is a precondition that only a creation meets: the API server ignores
+// metadata.resourceVersion when an apply creates the object, and refuses
+// the apply with a conflict when an object exists, whatever its version.
+const createOnlyVersion = "9223372036854775807"
+
 // applyMeta server-side applies p and reads back only the metadata of the
-// result: what Vidra keeps of an apply is its resourceVersion and, for a
-// creation, who else has written the object.
-func applyMeta(ctx context.Context, r *run, p *planned, force bool) (*metav1.PartialObjectMetadata, error) {
-	body, err := p.obj.MarshalJSON()
+// result: what Vidra keeps of an apply is its resourceVersion. The apply is
+// guarded so that it never writes to an object Vidra has not read: with
+// live nil it can only create (createOnlyVersion), else it can only change
+// the object of live's UID, and fails if that object was deleted or
+// replaced since. Neither guard costs a request, and the API server tracks
+// neither field in managedFields.
+func applyMeta(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	obj := maps.Clone(p.obj.Object)
+	md, _ := obj["metadata"].(map[string]any)
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]any{}
+	}
+	if live == nil {
+		md["resourceVersion"] = createOnlyVersion
+	} else {
+		md["uid"] = string(live.GetUID())
+	}
+	obj["metadata"] = md
+	body, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", p.key, err)
 	}
+	force := live != nil
 	return r.dest.meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
+}
+
+// isReplaced reports the refusal of an apply guarded by a UID (applyMeta)
+// because the object of that UID is gone: deleted (a conflict), or replaced
+// by another of the same name (the UID is immutable).
+func isReplaced(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // takeOver hands the fields of hand-edit managers to Vidra (see
@@ -433,7 +535,7 @@ func (c *Controller) takeOver(ctx context.Context, r *run, p *planned, cached *u
 	if err != nil {
 		return err
 	}
-	resp, err := client.Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	resp, err := client.Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
 	if err != nil {
 		return err
 	}
@@ -454,7 +556,7 @@ func (c *Controller) removeKeys(ctx context.Context, r *run, p *planned, live *u
 		return nil, err
 	}
 	return r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch,
-		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+		metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
 }
 
 // escapePointer escapes path segments for a JSON pointer (RFC 6901): label
@@ -488,7 +590,7 @@ func (c *Controller) recreate(ctx context.Context, r *run, p *planned, live *uns
 }
 
 func isImmutable(err error) bool {
-	return apierrors.IsInvalid(err) && strings.Contains(strings.ToLower(err.Error()), "immutable")
+	return apierrors.IsInvalid(err) && !isReplaced(err) && strings.Contains(strings.ToLower(err.Error()), "immutable")
 }
 
 // classify maps an API error to the condition reason a person acts on, and
@@ -565,4 +667,19 @@ func isStageZero(o manifest.Object) bool { return manifest.Stage(o.Object) == 0 
 
 func isCRD(u *unstructured.Unstructured) bool {
 	return u.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+}
+
+// ownedByAResource is the watch registry's Keep: the caches hold only
+// objects whose marks name a VidraResource this installation has, with its
+// UID. Anyone who may label an object can make it match the watch's label
+// selector; such objects cost the operator a stub each, not their content,
+// and wake nobody.
+func (c *Controller) ownedByAResource(u *unstructured.Unstructured) bool {
+	uid := u.GetLabels()[v1alpha1.OwnerUIDLabel]
+	key, ok := ownerKey(u.GetAnnotations()[v1alpha1.OwnedByAnnotation])
+	if uid == "" || !ok {
+		return false
+	}
+	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	return err == nil && string(vr.UID) == uid
 }

@@ -8,14 +8,16 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// deletionPoll is how often a deletion checks whether the managed objects
-// are gone; namespaces and objects with finalizers take a few seconds.
-const deletionPoll = time.Second
+// deletionRecheck is when a deletion that still waits for its objects to be
+// gone looks again once the work queue's backoff has given up on it.
+const deletionRecheck = time.Minute
 
 // finalize runs when a VidraResource is being deleted: per its deletion
 // policy it deletes or releases every managed object, waits until deleted
@@ -70,14 +72,20 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	var errs []error
 	var failed []v1alpha1.ManagedResource
 	pending := 0
+	terminating := namespacesTerminating(ctx, dest)
 	for _, m := range items {
-		done, err := c.release(ctx, dest, vr, m, del)
+		if del && m.Namespace != "" && terminating(m.Namespace) {
+			// The namespace's deletion removes the object anyway, and
+			// finishes only once every finalizer in it has run.
+			continue
+		}
+		what, err := c.release(ctx, dest, vr, m, del)
 		if err != nil {
 			errs = append(errs, err)
 			failed = append(failed, m)
 			continue
 		}
-		if done && del {
+		if what == releasedDeleted {
 			pending++
 		}
 	}
@@ -91,8 +99,13 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 		return syncResult{}, err
 	}
 	if pending > 0 {
+		// An error, so that the wait backs off through the work queue's rate
+		// limiter: an object with a slow finalizer must not cost a request
+		// per second for as long as it takes. Vidra's own deletions do not
+		// wake the resource (they are expected writes).
 		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", pending)
-		return syncResult{requeueAfter: deletionPoll, requeueTrigger: TriggerRetry}, nil
+		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry},
+			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending)
 	}
 	if del {
 		c.event(vr, false, "Deleted", "Deleted %d managed objects", len(vr.Status.ManagedResources))
@@ -130,6 +143,24 @@ func (c *Controller) abandon(ctx context.Context, key cacheKey, vr *v1alpha1.Vid
 	klog.FromContext(ctx).Info("Finalized without cleanup", "deletionPolicy", vr.Spec.DeletionPolicy, "reason", why, "leftBehind", len(left))
 	c.forget(key)
 	return syncResult{}, nil
+}
+
+// namespacesTerminating returns a test of whether a namespace of the
+// destination is being deleted, which reads each namespace once. A
+// namespace that cannot be read (an impersonated ServiceAccount may not
+// read namespaces) counts as not terminating: its objects are deleted and
+// waited for as any.
+func namespacesTerminating(ctx context.Context, dest *destination) func(string) bool {
+	seen := map[string]bool{}
+	return func(ns string) bool {
+		t, ok := seen[ns]
+		if !ok {
+			obj, err := dest.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
+			t = err == nil && obj.GetDeletionTimestamp() != nil
+			seen[ns] = t
+		}
+		return t
+	}
 }
 
 func defaultNamespace(vr *v1alpha1.VidraResource) string {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +37,13 @@ type resourceState struct {
 	// one-off hand edit from another writer that keeps changing a field
 	// Vidra owns.
 	edits map[objectKey]*editHistory
+	// claims are the objects of this resource's manifest that another live
+	// VidraResource owns, on the cluster named by claimsCluster: when that
+	// owner lets one go, it hands it over here instead of deleting it.
+	// Unlike the rest, they are read by other keys' workers, under the
+	// controller's mu.
+	claims        map[objectKey]bool
+	claimsCluster string
 }
 
 type editHistory struct {
@@ -98,6 +107,48 @@ func (c *Controller) stateFor(key cacheKey, uid types.UID) *resourceState {
 	return st
 }
 
+// setClaims records the objects of r's manifest that another resource owns,
+// replacing those of the previous reconcile: a resource that no longer
+// declares an object, or owns it now, has no claim on it.
+func (c *Controller) setClaims(r *run) {
+	var claims map[objectKey]bool
+	if len(r.claims) > 0 {
+		claims = make(map[objectKey]bool, len(r.claims))
+		for _, k := range r.claims {
+			claims[k] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.st.claims = claims
+	if r.dest != nil {
+		r.st.claimsCluster = r.dest.cluster
+	}
+}
+
+// claimant returns a live VidraResource, other than the one of uid, that
+// declares the object of key on cluster and found it owned by another, or
+// false when there is none.
+func (c *Controller) claimant(cluster string, key objectKey, uid types.UID) (*v1alpha1.VidraResource, bool) {
+	c.mu.Lock()
+	candidates := map[cacheKey]types.UID{}
+	for k, st := range c.state {
+		if st.uid != uid && st.claimsCluster == cluster && st.claims[key] {
+			candidates[k] = st.uid
+		}
+	}
+	c.mu.Unlock()
+	// In a stable order, so that of several claimants the same one wins on
+	// every try.
+	for _, k := range slices.SortedFunc(maps.Keys(candidates), func(a, b cacheKey) int { return strings.Compare(a.String(), b.String()) }) {
+		vr, err := c.lister.VidraResources(k.Namespace).Get(k.Name)
+		if err == nil && vr.UID == candidates[k] && vr.DeletionTimestamp == nil && !vr.Spec.Suspend {
+			return vr, true
+		}
+	}
+	return nil, false
+}
+
 // forget drops everything held for a VidraResource that is gone.
 func (c *Controller) forget(key cacheKey) {
 	c.registry.Forget(key)
@@ -115,6 +166,8 @@ type run struct {
 	cfg  *config.Config
 	dest *destination
 	out  outcome
+	// claims are the objects found owned by another live VidraResource.
+	claims []objectKey
 }
 
 // outcome is what a reconcile did and what went wrong.
@@ -174,6 +227,7 @@ func (c *Controller) sync(ctx context.Context, key cacheKey) (syncResult, error)
 
 	r := &run{vr: vr, st: st, cfg: c.config()}
 	c.reconcile(ctx, key, r)
+	c.setClaims(r)
 	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
 	for _, e := range r.out.errs {
 		res.conflict = res.conflict || e.conflict
@@ -378,7 +432,7 @@ func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResourc
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"finalizers":%s}}`, vr.ResourceVersion, jsonList(finalizers))
 	out, err := c.dests.local.meta.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(vr.Namespace).
-		Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+		Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FinalizerFieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update finalizer of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
 	}

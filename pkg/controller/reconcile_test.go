@@ -419,14 +419,15 @@ func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
 	waitEvent(t, ns, "fight", "Conflict", "rival-controller")
 }
 
-func TestPreexistingIdenticalObjectIsReleasedNotAdopted(t *testing.T) {
+func TestPreexistingIdenticalObjectIsNeitherWrittenNorAdopted(t *testing.T) {
 	ns := namespace(t)
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "same"}, Data: map[string]string{"k": "v"},
 	}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
 		t.Fatal(err)
 	}
-	// The same values: a non-forced apply meets no field conflict.
+	// The same values: a plain non-forced apply would meet no field
+	// conflict, and mark the object.
 	createVR(t, ns, "same", configMap("same", map[string]string{"k": "v"}))
 	waitVR(t, ns, "same", "reported the unmanaged object", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists))
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "same", metav1.GetOptions{})
@@ -439,7 +440,7 @@ func TestPreexistingIdenticalObjectIsReleasedNotAdopted(t *testing.T) {
 	if cm.Data["k"] != "v" {
 		t.Fatalf("object content changed: %v", cm.Data)
 	}
-	// Found once, the object is read from then on, never marked again.
+	// Found once, the object is read from then on, never written.
 	stays(t, time.Second, "the object stays unmarked and unwritten", func() bool {
 		cur, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "same", metav1.GetOptions{})
 		return err == nil && cur.ResourceVersion == cm.ResourceVersion

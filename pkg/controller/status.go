@@ -118,8 +118,9 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	switch {
 	case slices.ContainsFunc(out.errs, func(e *objectError) bool { return e.conflict }):
 		reason = "Conflict"
-	case out.errs[0].key == (objectKey{}):
-		// Not one object's failure: the manifest or the destination.
+	case out.errs[0].key == (objectKey{}), out.errs[0].index < 0:
+		// Not one object's failure to apply: the manifest, the destination,
+		// or a prune, whose reason says more than ApplyFailed.
 		reason = cur.Reason
 	}
 	c.event(vr, true, reason, "%s", cur.Message)
@@ -177,7 +178,7 @@ const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 func (c *Controller) updateStatus(ctx context.Context, vr *v1alpha1.VidraResource) error {
 	err := c.clients.Vidra.InfrahubV1alpha1().RESTClient().Put().
 		Namespace(vr.Namespace).Resource(v1alpha1.ResourcePlural).Name(vr.Name).SubResource("status").
-		Param("fieldManager", v1alpha1.FieldManager).
+		Param("fieldManager", v1alpha1.StatusFieldManager).
 		SetHeader("Accept", metadataOnly).
 		Body(vr).Do(ctx).Error()
 	if err != nil {

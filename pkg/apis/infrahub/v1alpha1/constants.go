@@ -19,8 +19,30 @@ const (
 	// RequestedAtAnnotation asks for an immediate reconcile; its value is
 	// echoed into status.lastHandledReconcileAt.
 	RequestedAtAnnotation = "vidra.infrahub.operators.com/requested-at"
-	// FieldManager is the server-side apply field manager of every write.
+	// FieldManager is the field manager of Vidra's server-side applies, and
+	// of nothing else: an object counts as written by Vidra only through an
+	// Apply entry of this manager in its managedFields.
 	FieldManager = "vidra"
+)
+
+// Field managers of Vidra's writes other than applies. Each has a name of
+// its own so that no such write (an Update in managedFields) can pass for
+// an apply of FieldManager.
+const (
+	// ReleaseFieldManager strips Vidra's marks from an object it releases
+	// (prune false, deletion policy Orphan).
+	ReleaseFieldManager = "vidra-release"
+	// HandoverFieldManager rewrites the marks of an object handed from a
+	// VidraResource that lets it go to another that declares it too.
+	HandoverFieldManager = "vidra-handover"
+	// DriftFieldManager takes back hand-edited labels, annotations and field
+	// ownership before an apply restores the rest.
+	DriftFieldManager = "vidra-drift"
+	// FinalizerFieldManager adds and removes Vidra's finalizer on
+	// VidraResources.
+	FinalizerFieldManager = "vidra-finalizer"
+	// StatusFieldManager writes the status of VidraResources.
+	StatusFieldManager = "vidra-status"
 )
 
 // Condition types of VidraResource status, kstatus-compatible.
@@ -66,6 +88,10 @@ const (
 	// it would delete everything inside it; spec.pruneNamespacesAndCRDs
 	// allows it.
 	ReasonPruneRefused = "PruneRefused"
+	// ReasonHandedOver: an object left this resource (pruned, or the
+	// resource deleted) while another VidraResource declares it; it was
+	// handed to that resource, not deleted.
+	ReasonHandedOver = "HandedOver"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for
