@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,13 @@ import (
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// heapBudget is what the process (operator and test) may allocate, in all,
-// while the operator handles the alias bomb and a healthy resource after it.
-// Expanding the bomb took 1.5 GB; parsing it within Vidra's bounds takes
-// about 12 MiB, and the whole test about 25 MiB.
+// heapBudget is how far the heap in use may grow above where it was while
+// the operator handles the alias bomb and a healthy resource after it.
+// Expanding the bomb allocated 1.5 GB and grew the process to 971 MiB;
+// parsing it within Vidra's bounds allocates about 12 MiB in all. The heap
+// in use, sampled, is measured rather than the total allocated, which the
+// operator's other work (resources of earlier tests still reconciling)
+// inflates.
 const heapBudget = 64 << 20
 
 // issueAliasBomb returns the 44 KB manifest of issue 13: a ConfigMap whose
@@ -50,9 +54,7 @@ func TestHostileManifestCannotTakeOperatorDown(t *testing.T) {
 	ns := operatorNamespace
 	deleteResourcesAtEnd(t, ns, "bomb", "after-bomb")
 
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	peak := sampleHeap(t)
 
 	createVR(t, ns, "bomb", issueAliasBomb())
 	vr := waitVR(t, ns, "bomb", "refused the bomb", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidManifest))
@@ -72,12 +74,54 @@ func TestHostileManifestCannotTakeOperatorDown(t *testing.T) {
 		t.Errorf("the bomb's ConfigMap was applied")
 	}
 
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > heapBudget {
-		t.Errorf("the process allocated %d MiB while the operator handled the bomb, over the budget of %d MiB", alloc>>20, heapBudget>>20)
+	before, highest, alloc := peak()
+	if highest > before+heapBudget {
+		t.Errorf("the heap in use grew from %d MiB to %d MiB while the operator handled the bomb, more than the budget of %d MiB", before>>20, highest>>20, heapBudget>>20)
 	}
-	t.Logf("allocated %d MiB; heap in use %d MiB before, %d MiB after", (after.TotalAlloc-before.TotalAlloc)>>20, before.HeapInuse>>20, after.HeapInuse>>20)
+	t.Logf("heap in use %d MiB before, at most %d MiB during; %d MiB allocated in all", before>>20, highest>>20, alloc>>20)
+}
+
+// sampleHeap starts sampling the heap in use of the process, which runs the
+// operator, every 10 ms. The function it returns stops the sampling and
+// returns the heap in use at the start, the most seen, and the bytes
+// allocated in between.
+func sampleHeap(t *testing.T) func() (before, max, alloc uint64) {
+	t.Helper()
+	var start runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&start)
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		highest := start.HeapInuse
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			highest = max(highest, m.HeapInuse)
+			select {
+			case <-stop:
+				done <- highest
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	var result [3]uint64
+	finish := func() (uint64, uint64, uint64) {
+		once.Do(func() {
+			close(stop)
+			highest := <-done
+			var end runtime.MemStats
+			runtime.ReadMemStats(&end)
+			result = [3]uint64{start.HeapInuse, highest, end.TotalAlloc - start.TotalAlloc}
+		})
+		return result[0], result[1], result[2]
+	}
+	// A test that fails before reading the peak still stops the sampler.
+	t.Cleanup(func() { finish() })
+	return finish
 }
 
 // TestCRDRefusesTooShortIntervalAndBadServiceAccountName checks the CRD's
