@@ -134,7 +134,10 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}).String(),
+		// Objects labelled by someone else without an owner are not even
+		// listed; Keep drops those whose owner is not a VidraResource.
+		LabelSelector: v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + "," + v1alpha1.OwnerUIDLabel,
+		Keep:          c.ownedByAResource,
 		Linger:        opts.Linger,
 		Map:           c.ownerOf,
 		Enqueue: func(key cache.ObjectName, ev watchregistry.Event) {

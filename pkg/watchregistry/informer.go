@@ -249,6 +249,11 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 				return nil, err
 			}
 		}
+		// Before the transform, which may trim what Keep reads.
+		keep := true
+		if u, ok := obj.(*unstructured.Unstructured); ok && u != nil && r.keep != nil {
+			keep = r.keep(u)
+		}
 		// Before the transform, which may trim managedFields.
 		own := false
 		if u, ok := obj.(*unstructured.Unstructured); ok && r.fieldManager != "" {
@@ -263,6 +268,9 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if !ok || u == nil {
 			// Not ours to pack; the handler and reads skip it.
 			return obj, nil
+		}
+		if !keep {
+			return rejectedStub(u), nil
 		}
 		p, err := pack(u)
 		if err != nil {
@@ -308,6 +316,10 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	r, e := h.r, h.e
+	if p.rejected {
+		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
+		return
+	}
 	if isInInitialList {
 		r.stats.received[eventTypeIndex(EventInitialList)].Add(1)
 		e.collectInitial(r, p)
@@ -364,6 +376,27 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 		r.stats.filtered[filterIndex(FilterResync)].Add(1)
 		return
 	}
+	switch {
+	case o.rejected && n.rejected:
+		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
+		return
+	case n.rejected:
+		// Out of the owners' sight from now on, as if deleted: its owner
+		// may want it back.
+		if u, ok := e.unpack(o); ok {
+			r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u})
+		}
+		return
+	case o.rejected:
+		if r.exp.matchWrite(expectationKey{e.ref, n.Namespace, n.Name}, n.ResourceVersion, r.clock.Now()) {
+			r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
+			return
+		}
+		if u, ok := e.unpack(n); ok {
+			r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u})
+		}
+		return
+	}
 	// Own writes first, so that an expectation is consumed even when the
 	// write also looks status-only.
 	if r.exp.matchWrite(expectationKey{e.ref, n.Namespace, n.Name}, n.ResourceVersion, r.clock.Now()) {
@@ -402,6 +435,10 @@ func (h *handler[K]) OnDelete(obj any) {
 	}
 	r, e := h.r, h.e
 	r.stats.received[eventTypeIndex(EventDeleted)].Add(1)
+	if p.rejected {
+		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
+		return
+	}
 	if r.exp.matchDelete(expectationKey{e.ref, p.Namespace, p.Name}, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
@@ -461,7 +498,7 @@ func decodeSorted(objs []any, selector labels.Selector) ([]*unstructured.Unstruc
 	matched := make([]*packed, 0, len(objs))
 	for _, o := range objs {
 		p, ok := o.(*packed)
-		if !ok {
+		if !ok || p.rejected {
 			continue
 		}
 		if selector == nil || selector.Matches(labels.Set(p.Labels)) {

@@ -38,6 +38,9 @@ type packed struct {
 	// ownerWrote is set when the served managedFields named
 	// Options.FieldManager alone.
 	ownerWrote bool
+	// rejected marks the stub of an object Options.Keep rejected: name,
+	// namespace, UID and resourceVersion, nothing else.
+	rejected bool
 }
 
 var _ runtime.Object = (*packed)(nil)
@@ -55,6 +58,7 @@ func (p *packed) DeepCopyObject() runtime.Object {
 		status:        bytes.Clone(p.status),
 		managedFields: bytes.Clone(p.managedFields),
 		ownerWrote:    p.ownerWrote,
+		rejected:      p.rejected,
 	}
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
@@ -180,4 +184,12 @@ func onlyManager(u *unstructured.Unstructured, manager string) bool {
 		}
 	}
 	return true
+}
+
+// rejectedStub is the cached form of an object Options.Keep rejected: just
+// enough for the informer's store to key it and follow its versions.
+func rejectedStub(u *unstructured.Unstructured) *packed {
+	p := &packed{rejected: true}
+	p.Name, p.Namespace, p.UID, p.ResourceVersion = u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion()
+	return p
 }

@@ -62,6 +62,15 @@ type Options[K comparable] struct {
 	Transform cache.TransformFunc
 	// NoTransform keeps objects exactly as served, ignoring Transform.
 	NoTransform bool
+	// Keep, if set, decides which objects the caches hold. An object it
+	// rejects (one that matches the label selector but that no owner can
+	// own, such as an object someone else labelled) is held only as a stub
+	// of its name, namespace and resourceVersion: Get and List do not see
+	// it, Map is not called for it, and its events are counted as
+	// FilterRejected. An object that becomes rejected is delivered as
+	// EventDeleted, one that stops being rejected as EventAdded. Keep runs
+	// on the informer's goroutine, before Transform, and should be quick.
+	Keep func(*unstructured.Unstructured) bool
 	// DeliverStatusOnly delivers updates that change only status and
 	// bookkeeping metadata; by default they are filtered.
 	DeliverStatusOnly bool
@@ -106,6 +115,7 @@ type Registry[K comparable] struct {
 	expectationTTL    time.Duration
 	fieldManager      string
 	transform         cache.TransformFunc
+	keep              func(*unstructured.Unstructured) bool
 	deliverStatusOnly bool
 	metadataOnly      bool
 	kindFor           func(schema.GroupVersionResource) (schema.GroupVersionKind, error)
@@ -158,6 +168,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		expectationTTL:    opts.ExpectationTTL,
 		fieldManager:      opts.FieldManager,
 		transform:         opts.Transform,
+		keep:              opts.Keep,
 		deliverStatusOnly: opts.DeliverStatusOnly,
 		metadataOnly:      opts.MetadataOnly,
 		kindFor:           opts.KindFor,
@@ -528,6 +539,9 @@ func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found 
 	p, ok = obj.(*packed)
 	if !ok {
 		return nil, false, fmt.Errorf("get %s/%s from %s: the transform left a %T", namespace, name, ref, obj)
+	}
+	if p.rejected {
+		return nil, false, nil
 	}
 	return p, true, nil
 }

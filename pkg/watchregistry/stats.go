@@ -110,7 +110,7 @@ func newDescs(ns string) descs {
 		expectations: d("expectations", "Pending own-write and own-delete expectations."),
 		received:     d("events_received_total", "Events produced by the informers, by type.", "type"),
 		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue."),
-		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped).", "reason"),
+		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
 	}
 }
 

@@ -130,9 +130,11 @@ const (
 	FilterOwnWrite FilterReason = "own-write"
 	// FilterUnmapped counts events for which Map returned no owner.
 	FilterUnmapped FilterReason = "unmapped"
+	// FilterRejected counts events of objects Options.Keep rejected.
+	FilterRejected FilterReason = "rejected"
 )
 
-var filterReasons = [...]FilterReason{FilterResync, FilterStatusOnly, FilterOwnWrite, FilterUnmapped}
+var filterReasons = [...]FilterReason{FilterResync, FilterStatusOnly, FilterOwnWrite, FilterUnmapped, FilterRejected}
 
 var eventTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
 
