@@ -85,7 +85,7 @@ func TestHostileManifestCannotTakeOperatorDown(t *testing.T) {
 // operator, every 10 ms. The function it returns stops the sampling and
 // returns the heap in use at the start, the most seen, and the bytes
 // allocated in between.
-func sampleHeap(t *testing.T) func() (before, max, alloc uint64) {
+func sampleHeap(t *testing.T) func() (before, highest, alloc uint64) {
 	t.Helper()
 	var start runtime.MemStats
 	runtime.GC()
