@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/pkg/controller"
 )
 
 type flags struct {
@@ -34,6 +36,9 @@ type flags struct {
 	configMap             string
 	watchNamespace        string
 	defaultServiceAccount string
+	trustedNamespaces     string
+	allowHTTP             bool
+	cidrDeny              string
 	workers               int
 	qps                   float64
 	burst                 int
@@ -59,6 +64,9 @@ func main() {
 	fs.StringVar(&f.configMap, "config-map", "vidra-config", "name of the configuration ConfigMap in --namespace")
 	fs.StringVar(&f.watchNamespace, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "reconcile VidraResources of this namespace only; empty means all (env WATCH_NAMESPACE)")
 	fs.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of each VidraResource's namespace) to impersonate when a resource names none")
+	fs.StringVar(&f.trustedNamespaces, "trusted-namespaces", "", "comma-separated namespaces whose VidraResources may act with the operator's own identity when they name no ServiceAccount; empty means --namespace alone, * every namespace (a single-tenant cluster). Elsewhere a resource without spec.serviceAccountName or --default-service-account applies nothing")
+	fs.BoolVar(&f.allowHTTP, "allow-http-destinations", false, "accept remote destinations whose server is plain http:// (credentials and manifests in clear text)")
+	fs.StringVar(&f.cidrDeny, "destination-cidr-deny", "169.254.0.0/16,fe80::/10", "comma-separated CIDRs remote destinations may not connect to, checked on the resolved address; the default keeps out link-local (cloud metadata) addresses; empty denies nothing")
 	fs.IntVar(&f.workers, "workers", 8, "VidraResources reconciled in parallel")
 	// Converging 1,000 resources takes about 400 requests a second on two
 	// cores; a lower client-side limit, not the API server, set the pace in
@@ -111,6 +119,10 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("--memory-limit-floor %q: %w", f.memoryFloor, err)
 	}
 	go operator.TuneMemory(ctx, floor.Value(), 10*time.Second)
+	deny, err := controller.ParseCIDRs(f.cidrDeny)
+	if err != nil {
+		return fmt.Errorf("--destination-cidr-deny: %w", err)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -136,6 +148,8 @@ func run(ctx context.Context, f flags) error {
 		ConfigMapName:         f.configMap,
 		WatchNamespace:        f.watchNamespace,
 		DefaultServiceAccount: f.defaultServiceAccount,
+		TrustedNamespaces:     splitList(f.trustedNamespaces),
+		RemoteGuard:           controller.RemoteGuard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
 		Workers:               f.workers,
 		Linger:                f.linger,
 	})
@@ -208,6 +222,18 @@ func servePprof(addr string) (stop func(), err error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	return func() { _ = srv.Close() }, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items; nil
+// when there are none, so that the default applies.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func envOr(key, def string) string {

@@ -70,3 +70,15 @@ func TestBadLogFlagsAreRefused(t *testing.T) {
 		t.Error("--log-format xml accepted")
 	}
 }
+
+func TestSplitListLeavesTheDefaultToNil(t *testing.T) {
+	if got := splitList(""); got != nil {
+		t.Errorf("empty flag: %q, want nil (the operator's namespace)", got)
+	}
+	if got := splitList(" team-a, ,team-b,"); strings.Join(got, "|") != "team-a|team-b" {
+		t.Errorf("got %q", got)
+	}
+	if got := splitList("*"); len(got) != 1 || got[0] != "*" {
+		t.Errorf("got %q", got)
+	}
+}

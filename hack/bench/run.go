@@ -99,7 +99,7 @@ func run(ctx context.Context, o options) (res *results, err error) {
 		args = append(args, "--pprof-bind-address="+o.pprof)
 	}
 	env := splitArgs(o.operatorEnv)
-	res.Meta.OperatorCmd = strings.TrimSpace(strings.Join(env, " ") + " vidra --kubeconfig=<user " + operatorUser + "> --namespace=" + operatorNamespace + " --log-format=json --log-level=info " + strings.Join(args, " "))
+	res.Meta.OperatorCmd = strings.TrimSpace(strings.Join(env, " ") + " vidra --kubeconfig=<user " + operatorUser + "> --namespace=" + operatorNamespace + " " + strings.Join(append(benchFlags(), args...), " "))
 	logf("starting the operator: %s", res.Meta.OperatorCmd)
 	opStart := time.Now()
 	if err := c.startOperator(ctx, binary, args, env); err != nil {

@@ -92,13 +92,15 @@ func run(ctx context.Context, o options) error {
 		}
 		go func() { exited <- vidra.Wait() }()
 		if o.sample != "" {
-			if err := kubectl("apply", "-n", "default", "-f", o.sample); err != nil {
+			// The samples live in the operator's namespace, the one it
+			// trusts by default: Vidra runs here with the shipped defaults.
+			if err := kubectl("apply", "-f", o.sample); err != nil {
 				return fmt.Errorf("apply sample: %w", err)
 			}
-			if err := kubectl("wait", "-n", "default", "--for=condition=Ready", "vr", "--all", "--timeout=60s"); err != nil {
+			if err := kubectl("wait", "-A", "--for=condition=Ready", "vr", "--all", "--timeout=60s"); err != nil {
 				return fmt.Errorf("sample did not become Ready: %w", err)
 			}
-			_ = kubectl("get", "vr", "-n", "default", "-o", "wide")
+			_ = kubectl("get", "vr", "-A", "-o", "wide")
 		}
 	} else {
 		fmt.Println("started the control plane alone (--vidra is empty)")
@@ -114,7 +116,8 @@ Vidra is running against a local control plane. In another shell:
   kubectl -n demo get configmap web-config        # ... and it is back
   kubectl -n demo label service web hand=made     # a hand edit, taken back
   kubectl -n demo get service web --show-labels
-  kubectl wait -n default --for=condition=Ready vr/sample-app
+  kubectl wait -n vidra-system --for=condition=Ready vr/sample-app
+  kubectl apply -f manifests/samples/tenant.yaml  # a tenant acts as its ServiceAccount
   curl -s http://%s/metrics | grep vidra_         # reconciles, drift corrections
 
 Press Ctrl-C to stop; everything started here is removed.

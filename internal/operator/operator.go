@@ -41,6 +41,12 @@ type Options struct {
 	WatchNamespace string
 	// DefaultServiceAccount is impersonated for resources that name none.
 	DefaultServiceAccount string
+	// TrustedNamespaces may act with the operator's identity; nil means
+	// Namespace alone, controller.AllNamespaces every namespace (see
+	// controller.Options).
+	TrustedNamespaces []string
+	// RemoteGuard limits where remote destinations may lead.
+	RemoteGuard controller.RemoteGuard
 	// Workers is the number of reconciles run in parallel.
 	Workers int
 	// Linger is how long an informer nobody needs keeps running.
@@ -141,6 +147,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
 			Namespace:             opts.Namespace,
 			DefaultServiceAccount: opts.DefaultServiceAccount,
+			TrustedNamespaces:     opts.TrustedNamespaces,
+			RemoteGuard:           opts.RemoteGuard,
 			Config:                o.Config.Current,
 			Recorder:              recorder,
 			Registerer:            opts.Metrics,
@@ -186,6 +194,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	o.factory.Start(ctx.Done())
 	logger.Info("Starting Vidra", "namespace", o.opts.Namespace, "watchNamespace", o.opts.WatchNamespace,
+		"trustedNamespaces", o.trusted(), "defaultServiceAccount", o.opts.DefaultServiceAccount,
 		"workers", o.opts.Workers, "leaderElection", le != nil)
 	if le == nil {
 		o.leading.Store(true)
@@ -215,6 +224,14 @@ func (o *Operator) Run(ctx context.Context) error {
 		return errors.Join(errors.New("lost the leader election lease"), runErr)
 	}
 	return runErr
+}
+
+// trusted says which namespaces may act as the operator, for the log.
+func (o *Operator) trusted() []string {
+	if len(o.opts.TrustedNamespaces) == 0 {
+		return []string{o.opts.Namespace}
+	}
+	return o.opts.TrustedNamespaces
 }
 
 // Leading reports whether this replica currently reconciles.

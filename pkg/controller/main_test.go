@@ -59,12 +59,17 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	ctx, cancel := context.WithCancel(ctx)
+	// The tests of this package put resources in namespaces of their own
+	// and have them act as the operator: they opt into trusting every
+	// namespace, as a single-tenant cluster does. test/security runs the
+	// secure default.
 	op, err := operator.New(ctx, operator.Options{
-		Config:      cfg,
-		Namespace:   operatorNamespace,
-		Workers:     4,
-		Linger:      2 * time.Second,
-		OnReconcile: reconciles.record,
+		Config:            cfg,
+		Namespace:         operatorNamespace,
+		TrustedNamespaces: []string{controller.AllNamespaces},
+		Workers:           4,
+		Linger:            2 * time.Second,
+		OnReconcile:       reconciles.record,
 	})
 	if err != nil {
 		cancel()

@@ -278,30 +278,25 @@ func isDiscoveryKind(kind string) bool {
 }
 
 // foreignAnswer is what client-go reads instead of an answer that is not
-// Kubernetes': a Status of Vidra's making, with the HTTP code and a fixed
-// text, none of the body.
+// Kubernetes': the HTTP code and a fixed text of Vidra's, none of the body.
+// It is plain text, which client-go quotes in its error whatever the
+// request (a Status would be lost on discovery's requests, which read the
+// raw answer).
 func foreignAnswer(req *http.Request, resp *http.Response, server string) *http.Response {
 	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if media == "" {
 		media = "no content type"
 	}
-	st := metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure,
-		Code:     http.StatusBadGateway,
-		Reason:   metav1.StatusReasonUnknown,
-		Message: fmt.Sprintf("the server at %s answered HTTP %d with a body that is not a Kubernetes API answer (%s; not shown): is destination.server a Kubernetes API server?",
-			server, resp.StatusCode, media),
-	}
-	body, _ := json.Marshal(st)
+	body := fmt.Sprintf("the server at %s answered HTTP %d with a body that is not a Kubernetes API answer (%s; not shown): is destination.server a Kubernetes API server?",
+		server, resp.StatusCode, media)
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
 		StatusCode:    http.StatusBadGateway,
 		Proto:         resp.Proto,
 		ProtoMajor:    resp.ProtoMajor,
 		ProtoMinor:    resp.ProtoMinor,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(bytes.NewReader(body)),
+		Header:        http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
