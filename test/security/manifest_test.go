@@ -133,17 +133,23 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 	tests := []struct {
 		field, value string
 		accepted     bool
+		// says is a part of the refusal's message a person can act on.
+		says string
 	}{
-		{"interval", "1ns", false},
-		{"interval", "500ms", false},
-		{"interval", "0.5s", false},
-		{"interval", "0", true},
-		{"interval", "0s", true},
-		{"interval", "1s", true},
-		{"interval", "10m", true},
-		{"serviceAccountName", "a:b", false},
-		{"serviceAccountName", "system:serviceaccount:kube-system:default", false},
-		{"serviceAccountName", "deployer", true},
+		{"interval", "1ns", false, "at least 1s"},
+		{"interval", "5", false, "a number needs its unit"},
+		{"interval", "ten minutes", false, "such as 30s, 10m"},
+		{"interval", "-5m", false, "Go duration"},
+		{"interval", "1h30m", true, ""},
+		{"interval", "500ms", false, "at least 1s"},
+		{"interval", "0.5s", false, "at least 1s"},
+		{"interval", "0", true, ""},
+		{"interval", "0s", true, ""},
+		{"interval", "1s", true, ""},
+		{"interval", "10m", true, ""},
+		{"serviceAccountName", "a:b", false, "should match"},
+		{"serviceAccountName", "system:serviceaccount:kube-system:default", false, "should match"},
+		{"serviceAccountName", "deployer", true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field+"="+tt.value, func(t *testing.T) {
@@ -169,6 +175,10 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 				t.Errorf("%s %q refused with %v, want Invalid", tt.field, tt.value, err)
 			case !tt.accepted && !strings.Contains(err.Error(), "spec."+tt.field):
 				t.Errorf("error %q does not name spec.%s", err, tt.field)
+			case !tt.accepted && !strings.Contains(err.Error(), tt.says):
+				t.Errorf("error %q does not say %q", err, tt.says)
+			case !tt.accepted && tt.field == "interval" && strings.Contains(err.Error(), "should match"):
+				t.Errorf("error %q shows a regular expression, not words", err)
 			}
 		})
 	}

@@ -64,8 +64,7 @@ type VidraResourceSpec struct {
 	// resource a reconcile loop.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="self == '0' || duration(self) == duration('0s') || duration(self) >= duration('1s')",message="must be a Go duration of at least 1s, such as 30s or 10m, or 0 to turn the re-check off"
+	// +kubebuilder:validation:XValidation:rule="self == '0' || (self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && (duration(self) == duration('0s') || duration(self) >= duration('1s')))",message="must be a Go duration of at least 1s, such as 30s, 10m or 1h30m (a number needs its unit), or 0 to turn the re-check off"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
