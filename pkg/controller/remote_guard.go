@@ -231,8 +231,9 @@ func kubernetesAnswer(req *http.Request, resp *http.Response) (bool, []byte, err
 	if media != "application/json" && !protobuf {
 		return false, nil, nil
 	}
-	if params["stream"] == "watch" {
-		// Decoding errors of a watch stream reach the log, never a status.
+	if params["stream"] == "watch" || isWatch(req) {
+		// A watch answers with a stream that never ends, which must not be
+		// read here; its decoding errors reach the log, never a status.
 		return true, nil, nil
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
@@ -275,6 +276,13 @@ func isDiscoveryKind(kind string) bool {
 		return true
 	}
 	return false
+}
+
+// isWatch reports a watch request (client-go's ?watch=true), whose JSON
+// answer the API server sends as plain application/json.
+func isWatch(req *http.Request) bool {
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
 }
 
 // foreignAnswer is what client-go reads instead of an answer that is not

@@ -214,3 +214,35 @@ func TestKubeconfigWithProxyURLIsRefused(t *testing.T) {
 		t.Fatalf("err = %v; want a refusal naming proxy-url", err)
 	}
 }
+
+// TestWatchStreamsAreNotBuffered: a watch's answer never ends; the guard
+// must hand it on as it comes.
+func TestWatchStreamsAreNotBuffered(t *testing.T) {
+	sent := make(chan struct{})
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"1"}}}`+"\n")
+		w.(http.Flusher).Flush()
+		close(sent)
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	g := guard(t, RemoteGuard{AllowHTTP: true})
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	<-sent
+	ev := <-w.ResultChan()
+	if o, ok := ev.Object.(*unstructured.Unstructured); !ok || o.GetName() != "a" {
+		t.Fatalf("first event %v %v", ev.Type, ev.Object)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,7 +181,8 @@ func testAppliesThroughKubeconfigSecret(t *testing.T, rc *remoteCluster) {
 
 // testRemoteImpersonation: serviceAccountName names a ServiceAccount of the
 // remote cluster, which every write there is made as; the local cluster has
-// no such ServiceAccount.
+// no such ServiceAccount, but its name must be allowed to read the
+// kubeconfig Secret there: Vidra reads it for no identity that could not.
 func testRemoteImpersonation(t *testing.T, rc *remoteCluster) {
 	ns := remoteNamespace(t, rc)
 	user, err := testenv.CreateConfigMapTenant(t.Context(), rc.kube, ns, "tenant")
@@ -189,6 +191,13 @@ func testRemoteImpersonation(t *testing.T, rc *remoteCluster) {
 	}
 	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
 	createVR(t, ns, "allowed", configMap("tenant-settings", map[string]string{"a": "1"}), toRemote(rc, "remote"), asTenant)
+	failsWithMessage(t, ns, "allowed", v1alpha1.ReasonForbidden, "ServiceAccount "+ns+"/tenant may not get Secret "+ns+"/remote")
+	if _, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "tenant-settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("applied through a Secret its identity may not read (err %v)", err)
+	}
+
+	allowSecret(t, ns, "tenant", "remote")
+	// A grant is no event Vidra watches: the backoff's next retry sees it.
 	waitReady(t, ns, "allowed")
 	waitRemote(t, rc, configMaps, ns, "tenant-settings", "was applied as the tenant", exists)
 
@@ -285,6 +294,26 @@ func testLegacyLabelledSecret(t *testing.T, rc *remoteCluster) {
 	}
 	waitRemote(t, rc, configMaps, ns, "old-style", "was deleted", gone)
 	waitVRGone(t, ns, "legacy")
+}
+
+// allowSecret lets ServiceAccount sa of ns, on the local cluster, get
+// Secret secret of ns.
+func allowSecret(t *testing.T, ns, sa, secret string) {
+	t.Helper()
+	name := "read-" + secret
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tokenKubeconfig is a kubeconfig for rc that authenticates with a bearer
