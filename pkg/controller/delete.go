@@ -38,7 +38,10 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	c.registry.Forget(key)
 	del := vr.Spec.DeletionPolicy != v1alpha1.DeletionPolicyOrphan
 
-	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
+	// The inventory may still be on a destination the resource has moved
+	// away from; its objects are there.
+	target, moved := previousDestination(vr)
+	dest, err := c.dests.resolve(ctx, target, c.opts.DefaultServiceAccount)
 	switch {
 	case err != nil && isRefused(err):
 		// Vidra may not act for it, so it never applied anything as itself.
@@ -54,7 +57,7 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	items := slices.Clone(vr.Status.ManagedResources)
 	// Objects applied by a reconcile whose status write never happened (a
 	// crash in between) are not in the inventory; the manifest names them.
-	if objs, errs := c.parsed.parse(key, vr); len(errs) == 0 {
+	if objs, errs := c.parsed.parse(key, vr); len(errs) == 0 && !moved {
 		inv := inventorySet(items)
 		for _, o := range objs {
 			u := mark(o.Object, vr)

@@ -42,7 +42,7 @@ const (
 func (c *Controller) prune(ctx context.Context, r *run, desired map[objectKey]bool) []v1alpha1.ManagedResource {
 	var kept []v1alpha1.ManagedResource
 	doPrune := r.vr.Spec.Prune == nil || *r.vr.Spec.Prune
-	for _, m := range r.vr.Status.ManagedResources {
+	for _, m := range r.inventory {
 		key := inventoryKey(m)
 		if desired[key] {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -168,6 +169,10 @@ type run struct {
 	out  outcome
 	// claims are the objects found owned by another live VidraResource.
 	claims []objectKey
+	// inventory is the inventory on the destination of this reconcile:
+	// status.managedResources, or nothing once the objects of a previous
+	// destination have been let go (leavePreviousCluster).
+	inventory []v1alpha1.ManagedResource
 }
 
 // outcome is what a reconcile did and what went wrong.
@@ -179,8 +184,10 @@ type outcome struct {
 	driftDeleted, driftEdited int
 	pruned                    []string
 	errs                      []*objectError
-	// inventory is the status.managedResources to write.
-	inventory []v1alpha1.ManagedResource
+	// inventory is the status.managedResources to write, and
+	// inventoryCluster the status.inventoryCluster.
+	inventory        []v1alpha1.ManagedResource
+	inventoryCluster *v1alpha1.ClusterReference
 }
 
 func (o *outcome) retryable() bool {
@@ -254,9 +261,15 @@ func errsOf(errs []*objectError) []error {
 func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 	logger := klog.FromContext(ctx)
 	vr := r.vr
-	previous := inventorySet(vr.Status.ManagedResources)
 	// Until the manifest is understood, the inventory stays as it was.
+	r.inventory = vr.Status.ManagedResources
 	r.out.inventory = vr.Status.ManagedResources
+	r.out.inventoryCluster = vr.Status.InventoryCluster
+	if !c.leavePreviousCluster(ctx, r) {
+		return
+	}
+	r.out.inventoryCluster = destinationRef(vr)
+	previous := inventorySet(r.inventory)
 
 	dest, err := c.dests.resolve(ctx, vr, c.opts.DefaultServiceAccount)
 	if err != nil {
@@ -330,7 +343,7 @@ func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 	if len(r.out.errs) > 0 {
 		// Nothing is pruned in a reconcile in which anything failed: the
 		// objects that left the manifest stay in the inventory.
-		for _, m := range vr.Status.ManagedResources {
+		for _, m := range r.inventory {
 			if !desired[inventoryKey(m)] {
 				inventory = append(inventory, m)
 			}
@@ -341,6 +354,81 @@ func (c *Controller) reconcile(ctx context.Context, key cacheKey, r *run) {
 	kept := c.prune(ctx, r, desired)
 	r.out.inventory = append(inventory, kept...)
 	logger.V(3).Info("Reconciled", "objects", len(all), "changed", r.out.changed, "pruned", len(r.out.pruned))
+}
+
+// destinationRef is the cluster of spec.destination, as
+// status.inventoryCluster records it: the local cluster has no server.
+func destinationRef(vr *v1alpha1.VidraResource) *v1alpha1.ClusterReference {
+	ref := &v1alpha1.ClusterReference{KubeconfigSecretRef: vr.Spec.Destination.KubeconfigSecretRef.DeepCopy()}
+	if !isLocalServer(vr.Spec.Destination.Server) {
+		ref.Server = vr.Spec.Destination.Server
+	}
+	return ref
+}
+
+// previousDestination returns vr aimed at the cluster its inventory is on,
+// and whether that is another cluster than spec.destination's. An inventory
+// without a cluster (written before Vidra recorded one) is on the current
+// destination.
+func previousDestination(vr *v1alpha1.VidraResource) (*v1alpha1.VidraResource, bool) {
+	prev := vr.Status.InventoryCluster
+	if prev == nil || len(vr.Status.ManagedResources) == 0 || equality.Semantic.DeepEqual(prev, destinationRef(vr)) {
+		return vr, false
+	}
+	old := vr.DeepCopy()
+	old.Spec.Destination.Server = prev.Server
+	old.Spec.Destination.KubeconfigSecretRef = prev.KubeconfigSecretRef.DeepCopy()
+	return old, true
+}
+
+// leavePreviousCluster prunes (or, with prune false, releases) the
+// inventory on the cluster it is on when spec.destination has moved to
+// another, so that the objects there are not forgotten. Objects it cannot
+// settle stay in the inventory, with their cluster, and the reconcile stops
+// there, to be retried with backoff: it returns false. When the previous
+// cluster's kubeconfig Secret is gone, nothing can reach its objects again:
+// they are left behind with a Warning Event.
+func (c *Controller) leavePreviousCluster(ctx context.Context, r *run) bool {
+	old, moved := previousDestination(r.vr)
+	if !moved {
+		return true
+	}
+	logger := klog.FromContext(ctx).WithValues("previousServer", old.Spec.Destination.Server)
+	dest, err := c.dests.resolve(ctx, old, c.opts.DefaultServiceAccount)
+	switch {
+	case err != nil && isSecretGone(err):
+		c.event(r.vr, true, "LeftBehind", "The destination moved and the previous one cannot be reached any more (%v); left behind there: %s",
+			err, truncate(inventoryNames(r.inventory)))
+		r.inventory, r.out.inventory = nil, nil
+		return true
+	case err != nil:
+		r.out.errs = append(r.out.errs, &objectError{index: -1, reason: v1alpha1.ReasonDestinationError, retry: true,
+			err: fmt.Errorf("spec.destination moved; the objects on the previous destination are cleaned up first, which failed (retrying): %w", err)})
+		return false
+	}
+	leave := &run{vr: old, st: r.st, cfg: r.cfg, dest: dest, inventory: r.inventory}
+	kept := c.prune(ctx, leave, nil)
+	r.out.pruned = append(r.out.pruned, leave.out.pruned...)
+	r.out.changed += leave.out.changed
+	if len(leave.out.errs) > 0 {
+		r.out.errs = append(r.out.errs, leave.out.errs...)
+		r.out.inventory = kept
+		return false
+	}
+	logger.Info("Left the previous destination", "objects", len(r.inventory))
+	// Records of applies there say nothing of the new cluster's objects.
+	clear(r.st.applied)
+	clear(r.st.unmanaged)
+	r.inventory, r.out.inventory = nil, nil
+	return true
+}
+
+func inventoryNames(items []v1alpha1.ManagedResource) string {
+	names := make([]string, len(items))
+	for i, m := range items {
+		names[i] = inventoryKey(m).String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // mapAll resolves the resource of each object not mapped yet; with report,

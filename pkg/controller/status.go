@@ -26,6 +26,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 	st := vr.Status.DeepCopy()
 	st.ObservedGeneration = vr.Generation
 	st.ManagedResources = r.out.inventory
+	st.InventoryCluster = r.out.inventoryCluster
 	st.ManagedCount = int32(len(r.out.inventory))
 	if r.out.changed > 0 {
 		st.LastSyncTime = &now
