@@ -103,6 +103,31 @@ func TestManifestUpdateUpdatesObjects(t *testing.T) {
 	waitReady(t, ns, "upd")
 }
 
+// The create-only guard of a first apply must leave the object exactly as a
+// plain apply would: every field owned by Vidra's Apply entry alone, and
+// neither guard field tracked.
+func TestCreatedObjectIsOwnedByVidrasApply(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "own", configMap("settings", map[string]string{"a": "1", "b": "2"}))
+	waitReady(t, ns, "own")
+	cm := waitObject(t, configMaps, ns, "settings", "exists", exists)
+	mf := cm.GetManagedFields()
+	if len(mf) != 1 || mf[0].Manager != v1alpha1.FieldManager || mf[0].Operation != metav1.ManagedFieldsOperationApply || mf[0].FieldsV1 == nil {
+		t.Fatalf("managedFields = %+v, want one Apply entry of %s", mf, v1alpha1.FieldManager)
+	}
+	owned := string(mf[0].FieldsV1.Raw)
+	for _, field := range []string{`"f:a"`, `"f:b"`, `"f:` + v1alpha1.OwnerUIDLabel + `"`} {
+		if !strings.Contains(owned, field) {
+			t.Errorf("the apply does not own %s: %s", field, owned)
+		}
+	}
+	for _, guard := range []string{"f:resourceVersion", "f:uid"} {
+		if strings.Contains(owned, guard) {
+			t.Errorf("the apply owns %s: %s", guard, owned)
+		}
+	}
+}
+
 func TestRemovedObjectIsPruned(t *testing.T) {
 	ns := namespace(t)
 	createVR(t, ns, "prune", docs(configMap("keep", nil), configMap("drop", nil)))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -434,4 +435,37 @@ func TestMovedDestinationCleansUpThePreviousCluster(t *testing.T) {
 		t.Fatalf("not applied on the new destination: %v", err)
 	}
 	waitObject(t, configMaps, target, "moving", "was pruned from the previous destination", func(o *unstructured.Unstructured) bool { return o == nil })
+}
+
+// Deleting a resource whose objects live in a namespace that is itself
+// being deleted must not wait for them: the namespace's deletion removes
+// them, and may itself wait on finalizers that are none of Vidra's business.
+func TestDeletionDoesNotWaitForObjectsOfATerminatingNamespace(t *testing.T) {
+	name := fmt.Sprintf("term-%d", time.Now().UnixNano())
+	target := testenv.Namespace(t, kube, "term-")
+	t.Cleanup(func() {
+		// Let the held ConfigMap, and so the namespace, go.
+		_, _ = kube.CoreV1().ConfigMaps(target).Patch(context.Background(), "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	createVR(t, operatorNamespace, name, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: %s\n", target))
+	waitVR(t, operatorNamespace, name, "became Ready", isReady)
+	// Someone else's finalizer holds the object, and so its namespace.
+	if _, err := kube.CoreV1().ConfigMaps(target).Patch(t.Context(), "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), metav1.PatchOptions{FieldManager: "other-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().Namespaces().Delete(t.Context(), target, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, namespaces, "", target, "started terminating", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetDeletionTimestamp() != nil
+	})
+	if err := vidra.InfrahubV1alpha1().VidraResources(operatorNamespace).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := vidra.InfrahubV1alpha1().VidraResources(operatorNamespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatal("the resource's deletion waited for an object of a terminating namespace")
+	}
 }
