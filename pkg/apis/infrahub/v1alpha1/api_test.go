@@ -81,6 +81,21 @@ func decode(t *testing.T, data []byte) *v1alpha1.VidraResource {
 	return vr
 }
 
+// vidraResourceDocument returns the VidraResource of a sample file, which
+// may also hold what the resource needs (a tenant's ServiceAccount and
+// RoleBinding).
+func vidraResourceDocument(t *testing.T, data []byte) []byte {
+	t.Helper()
+	for doc := range strings.SplitSeq(string(data), "\n---\n") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err == nil && head.Kind == "VidraResource" {
+			return []byte(doc)
+		}
+	}
+	t.Fatalf("no VidraResource in the sample")
+	return nil
+}
+
 func TestCRDIsEstablishedAndExplained(t *testing.T) {
 	setup(t)
 	out := kubectl(t, "explain", "vidraresource.spec.destination")
@@ -124,7 +139,8 @@ func TestSamplesAreAccepted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// Each sample in a namespace of its own: two samples share a name.
 			_, ns := setup(t)
-			vr := decode(t, data)
+			vr := decode(t, vidraResourceDocument(t, data))
+			vr.Namespace = ""
 			got, err := cs.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatalf("sample rejected: %v", err)
