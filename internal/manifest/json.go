@@ -73,6 +73,10 @@ func (p *parser) jsonSyntaxError(data []byte, top int, lines lineIndex, decErr e
 // jsonDocument decodes and checks one document starting at offset start.
 func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 	line := lines.line(start)
+	weight, over := nodeWeight(raw, p.nodesLeft())
+	if !p.spendNodes(weight, over, lines.line(start+max(over, 0))) {
+		return
+	}
 	if dups, deep := scanJSON(raw); len(dups) > 0 || deep != nil {
 		index, ok := p.takeIndex(line)
 		if !ok {

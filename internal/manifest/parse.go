@@ -201,6 +201,9 @@ type parser struct {
 	full bool
 	// documents counts the YAML documents and top-level JSON values read.
 	documents int
+	// nodes is the weight of the parts of the manifest decoded so far, as
+	// nodeWeight counts it, against MaxNodes.
+	nodes int
 	// aliasLimit is what YAML aliases may expand to in this manifest, and
 	// aliasBudget what they may still expand to.
 	aliasLimit, aliasBudget int

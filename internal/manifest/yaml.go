@@ -149,6 +149,12 @@ func (m lineMap) line(n int) int {
 // parseChunk parses the documents of one chunk: one, or more when a
 // document ends with "..." and another follows without "---".
 func (p *parser) parseChunk(c chunk) {
+	// The decoder builds the node tree of a whole document before it
+	// returns, so the nodes are counted before it runs.
+	weight, over := nodeWeight(c.text, p.nodesLeft())
+	if !p.spendNodes(weight, over, c.line+strings.Count(c.text[:max(over, 0)], "\n")) {
+		return
+	}
 	dec := yaml.NewDecoder(strings.NewReader(c.text))
 	lines := newLineMap(c)
 	for !p.full {
