@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// BenchmarkParse measures Parse on manifests near the size the API server
-// allows a VidraResource (about 1.5 MiB).
+// BenchmarkParse measures Parse on manifests of MaxObjects small objects, on
+// 1000 objects of the size people write, and on a large
+// CustomResourceDefinition.
 func BenchmarkParse(b *testing.B) {
 	var yamlDocs, jsonList strings.Builder
 	jsonList.WriteString(`{"apiVersion": "v1", "kind": "List", "items": [`)
-	for i := 0; yamlDocs.Len() < 1<<20; i++ {
+	for i := range MaxObjects {
 		fmt.Fprintf(&yamlDocs, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d\n  labels: {app: web}\ndata:\n  key: value\n---\n", i)
 		if i > 0 {
 			jsonList.WriteString(",\n")
@@ -26,14 +27,29 @@ func BenchmarkParse(b *testing.B) {
 	}{
 		{"yaml documents", yamlDocs.String()},
 		{"json list", jsonList.String()},
+		{"1000 objects", realisticObjects(1000)},
+		{"1 MiB CRD", bigCRD(1 << 20)},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			b.SetBytes(int64(len(bm.manifest)))
+			b.ReportAllocs()
 			for b.Loop() {
 				if _, errs := Parse(bm.manifest); len(errs) > 0 {
 					b.Fatal(errs)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkParseDense measures Parse on the densest manifest of the largest
+// size the API server allows: refused by the node cap, it should cost
+// little.
+func BenchmarkParseDense(b *testing.B) {
+	manifest := configMapHeader + "data: [" + strings.Repeat("0,", 768<<10) + "0]\n"
+	b.SetBytes(int64(len(manifest)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Parse(manifest)
 	}
 }
