@@ -47,7 +47,7 @@ func (c *Controller) prune(ctx context.Context, r *run, desired map[objectKey]bo
 		if desired[key] {
 			continue
 		}
-		if doPrune && holdsOthers(key) && !r.vr.Spec.PruneNamespacesAndCRDs {
+		if doPrune && holdsOthers(key) && !r.vr.Spec.PruneNamespacesAndCRDs && !c.claimed(r.dest.cluster, key, r.vr.UID) {
 			r.out.errs = append(r.out.errs, &objectError{key: key, index: -1, reason: v1alpha1.ReasonPruneRefused,
 				err: fmt.Errorf("left the manifest but was not deleted: deleting a %s deletes everything in it, whoever owns it; set spec.pruneNamespacesAndCRDs to true to let Vidra delete it, or delete it by hand and Vidra forgets it", key.kind)})
 			kept = append(kept, m)
@@ -72,6 +72,13 @@ func (c *Controller) prune(ctx context.Context, r *run, desired map[objectKey]bo
 		}
 	}
 	return kept
+}
+
+// claimed reports whether another live VidraResource declares the object,
+// which release then hands over rather than deletes.
+func (c *Controller) claimed(cluster string, key objectKey, uid types.UID) bool {
+	_, ok := c.claimant(cluster, key, uid)
+	return ok
 }
 
 // holdsOthers reports the kinds whose deletion deletes other objects, which
