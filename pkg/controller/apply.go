@@ -283,8 +283,8 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 	}
 	hash := hashObject(p.obj)
 	if absent && r.st.unmanaged[p.key] {
-		// Known to exist without Vidra's marks: read it rather than apply
-		// and release it again on every reconcile.
+		// Known to exist without Vidra's marks: one read tells whether it
+		// is still there, where the create-only apply would fail and read.
 		if live, _, err = c.getLive(ctx, r, p); err != nil {
 			return fail(fmt.Errorf("read: %w", err))
 		}
