@@ -196,13 +196,46 @@ func newLogger(level, format, output string) (klog.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.Sampling = nil
 	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{output}, []string{output}
-	zl, err := cfg.Build()
+	// A stack trace belongs to a panic; an error a reconcile reports is one
+	// line with its object and cause.
+	cfg.DisableStacktrace = true
+	zl, err := cfg.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return warningCore{c} }))
 	if err != nil {
 		return klog.Logger{}, err
 	}
 	logger := zapr.NewLogger(zl)
 	klog.SetLogger(logger)
 	return logger, nil
+}
+
+// warningCore writes an info entry that carries "severity": "warning" at
+// zap's warn level, without that field. logr, and so klog's structured
+// calls, know only info and error; a problem the operator works around (a
+// bad configuration value it ignores) is neither.
+type warningCore struct{ zapcore.Core }
+
+func (c warningCore) With(fields []zapcore.Field) zapcore.Core {
+	return warningCore{c.Core.With(fields)}
+}
+
+func (c warningCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c warningCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if e.Level == zapcore.InfoLevel {
+		for i, f := range fields {
+			if f.Key == "severity" && f.Type == zapcore.StringType && f.String == "warning" {
+				e.Level = zapcore.WarnLevel
+				fields = append(fields[:i:i], fields[i+1:]...)
+				break
+			}
+		}
+	}
+	return c.Core.Write(e, fields)
 }
 
 // servePprof serves the profiles on a mux of their own: net/http/pprof's

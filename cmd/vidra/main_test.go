@@ -82,3 +82,40 @@ func TestSplitListLeavesTheDefaultToNil(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestWarningsAreOneWarnLineAndErrorsHaveNoStackTrace: a problem the
+// operator works around is logged at warn level, and an error is one line,
+// in both formats.
+func TestWarningsAreOneWarnLineAndErrorsHaveNoStackTrace(t *testing.T) {
+	for _, format := range []string{"json", "console"} {
+		t.Run(format, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "log")
+			logger, err := newLogger("info", format, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer klog.ClearLogger()
+			logger.Info("Invalid configuration value; keeping the previous setting", "severity", "warning", "key", "requeueResourcesAfter")
+			logger.Error(nil, "Reconcile failed", "vidraresource", "ns/vr")
+			logger.Info("Configuration applied", "eventBasedReconcile", true)
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("%d lines, want 3 (no stack trace):\n%s", len(lines), data)
+			}
+			warn, errLine, info := lines[0], lines[1], lines[2]
+			if !strings.Contains(strings.ToLower(warn), "warn") || strings.Contains(warn, "severity") {
+				t.Errorf("warning line %q: want the warn level and no severity field", warn)
+			}
+			if !strings.Contains(strings.ToLower(errLine), "error") {
+				t.Errorf("error line %q lacks the error level", errLine)
+			}
+			if !strings.Contains(strings.ToLower(info), "info") {
+				t.Errorf("info line %q lacks the info level", info)
+			}
+		})
+	}
+}

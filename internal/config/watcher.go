@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -67,14 +68,16 @@ func (w *Watcher) update(obj any) {
 	cfg, problems := Parse(cm.Data, w.Current())
 	logger := klog.Background().WithValues("configmap", klog.KObj(cm))
 	for _, p := range problems {
+		// Warnings, not errors: the operator goes on with a setting it
+		// knows, and a person fixes the ConfigMap when it suits them.
 		if p.Warning {
-			logger.Info("Configuration key ignored", "key", p.Key, "reason", p.Message)
+			logger.Info("Configuration key ignored", "severity", "warning", "key", p.Key, "reason", p.Message)
 			if w.recorder != nil {
 				w.recorder.Event(cm, corev1.EventTypeWarning, "ConfigIgnored", p.String())
 			}
 			continue
 		}
-		logger.Error(nil, "Invalid configuration value", "key", p.Key, "value", p.Value, "reason", p.Message)
+		logger.Info("Invalid configuration value; keeping the previous setting", "severity", "warning", "key", p.Key, "value", p.Value, "reason", p.Message)
 		if w.recorder != nil {
 			w.recorder.Event(cm, corev1.EventTypeWarning, "InvalidConfig", p.String())
 		}
@@ -84,7 +87,13 @@ func (w *Watcher) update(obj any) {
 
 func (w *Watcher) publish(cfg *Config) {
 	old := w.current.Swap(cfg)
-	klog.Background().V(1).Info("Configuration applied", "requeueResourcesAfter", cfg.RequeueAfter,
+	// Every change a person makes is worth a line; the informer's resyncs
+	// and no-op edits are not.
+	logger := klog.Background().V(1)
+	if old == nil || !reflect.DeepEqual(*old, *cfg) {
+		logger = klog.Background()
+	}
+	logger.Info("Configuration applied", "requeueResourcesAfter", cfg.RequeueAfter,
 		"eventBasedReconcile", cfg.EventBased, "requeueJitter", cfg.Jitter, "overrideManagers", cfg.OverrideManagers)
 	if w.onChange != nil {
 		w.onChange(old, cfg)

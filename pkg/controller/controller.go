@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -437,11 +438,22 @@ func (c *Controller) eventMode(vr *v1alpha1.VidraResource) bool {
 	return c.config().EventBased
 }
 
-// ConfigChanged re-schedules every resource's periodic re-check after the
-// configuration changed, so that a shorter interval applies at once rather
-// than after the old, longer one.
+// ConfigChanged acts on a new configuration at once:
+//   - resources that now correct drift on events (eventBasedReconcile turned
+//     on), and every resource when the hand-edit managers changed, are
+//     re-checked now: while events were off, or under the old rules, their
+//     objects may have drifted with nothing to wake them;
+//   - otherwise, when the interval or jitter changed, every periodic
+//     re-check is re-scheduled, so that a shorter interval applies now
+//     rather than after the old, longer one.
 func (c *Controller) ConfigChanged(old, cur *config.Config) {
-	if old != nil && old.RequeueAfter == cur.RequeueAfter && old.Jitter == cur.Jitter {
+	if old == nil {
+		return
+	}
+	eventsOn := !old.EventBased && cur.EventBased
+	managers := !slices.Equal(old.OverrideManagers, cur.OverrideManagers)
+	reschedule := old.RequeueAfter != cur.RequeueAfter || old.Jitter != cur.Jitter
+	if !eventsOn && !managers && !reschedule {
 		return
 	}
 	vrs, err := c.lister.List(labels.Everything())
@@ -449,8 +461,14 @@ func (c *Controller) ConfigChanged(old, cur *config.Config) {
 		return
 	}
 	for _, vr := range vrs {
-		if d := c.interval(vr); d > 0 {
-			c.enqueueAfter(cache.MetaObjectToName(vr), TriggerInterval, d)
+		key := cache.MetaObjectToName(vr)
+		switch {
+		case managers || (eventsOn && c.eventMode(vr)):
+			c.enqueue(key, TriggerInterval)
+		case reschedule:
+			if d := c.interval(vr); d > 0 {
+				c.enqueueAfter(key, TriggerInterval, d)
+			}
 		}
 	}
 }
