@@ -43,6 +43,9 @@ const (
 	FinalizerFieldManager = "vidra-finalizer"
 	// StatusFieldManager writes the status of VidraResources.
 	StatusFieldManager = "vidra-status"
+	// LeaderElectionFieldManager is the field manager, and user agent, of
+	// the operator's leader-election Lease writes.
+	LeaderElectionFieldManager = "vidra-leader-election"
 )
 
 // Condition types of VidraResource status, kstatus-compatible.
