@@ -128,7 +128,9 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
-	cfg.UserAgent = "vidra"
+	// Not "vidra": client-go names writes without a field manager after the
+	// user agent, and only Vidra's applies may carry that manager name.
+	cfg.UserAgent = "vidra-operator"
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	operator.RegisterClientMetrics(metrics)

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
-	"time"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 // elector wraps client-go's LeaderElector, whose callbacks must be set before
@@ -45,6 +49,15 @@ func (o *Operator) leaderElector() (*elector, error) {
 	if le.RetryPeriod == 0 {
 		le.RetryPeriod = 2 * time.Second
 	}
+	// The Lease's writes are recorded under a manager name of their own:
+	// nothing about the Lease may look like Vidra's apply of a managed
+	// object.
+	cfg := rest.CopyConfig(o.opts.Config)
+	cfg.UserAgent = v1alpha1.LeaderElectionFieldManager
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("leader election client: %w", err)
+	}
 	health := leaderelection.NewLeaderHealthzAdaptor(le.LeaseDuration / 2)
 	return &elector{
 		identity: le.Identity,
@@ -52,7 +65,7 @@ func (o *Operator) leaderElector() (*elector, error) {
 		cfg: leaderelection.LeaderElectionConfig{
 			Lock: &resourcelock.LeaseLock{
 				LeaseMeta:  metav1ObjectMeta(le.Namespace, le.Name),
-				Client:     o.kube.CoordinationV1(),
+				Client:     client.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 			},
 			LeaseDuration: le.LeaseDuration,

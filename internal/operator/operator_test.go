@@ -366,6 +366,17 @@ func TestLeaderElectionOnlyLeaderReconcilesAndStandbyTakesOver(t *testing.T) {
 	}
 	a := start(t, ns, election("a"))
 	poll(t, 30*time.Second, "a never led", a.op.Leading)
+	// The Lease is written under a manager name of its own, never under the
+	// name of Vidra's applies, which would make it look adoptable.
+	lease, err := kube.CoordinationV1().Leases(ns).Get(t.Context(), "vidra-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range lease.ManagedFields {
+		if mf.Manager != v1alpha1.LeaderElectionFieldManager {
+			t.Errorf("Lease written by field manager %q (%s), want only %q", mf.Manager, mf.Operation, v1alpha1.LeaderElectionFieldManager)
+		}
+	}
 	b := start(t, ns, election("b"))
 	poll(t, 30*time.Second, "b never became ready", b.op.Ready)
 

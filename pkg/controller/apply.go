@@ -333,7 +333,10 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		case known && rec.rv == live.GetResourceVersion() && rec.hash == hash:
 			p.applied = true
 			return nil
-		case isSubset(p.obj.Object, live.Object):
+		case isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash):
+			// Not after the manifest changed since Vidra's last apply: a field
+			// it dropped is still in live, so live contains the new object,
+			// and only an apply removes that field.
 			r.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
 			p.applied = true
 			return nil

@@ -97,10 +97,34 @@ func TestManifestUpdateUpdatesObjects(t *testing.T) {
 		vr.Spec.Manifest = configMap("settings", map[string]string{"a": "2", "b": "3"})
 	})
 	waitObject(t, configMaps, ns, "settings", "got the new data", func(o *unstructured.Unstructured) bool {
+		if o == nil {
+			return false
+		}
 		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
-		return o != nil && d["a"] == "2" && d["b"] == "3"
+		return d["a"] == "2" && d["b"] == "3"
 	})
 	waitReady(t, ns, "upd")
+}
+
+// A field the manifest stops setting leaves the object: the live object
+// still contains the new, smaller one, so being "in sync" by containment is
+// not enough once the manifest changed.
+func TestFieldDroppedFromManifestIsRemoved(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "drop", configMap("settings", map[string]string{"a": "1", "b": "2"}))
+	waitReady(t, ns, "drop")
+	updateVR(t, ns, "drop", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = configMap("settings", map[string]string{"a": "1"})
+	})
+	waitObject(t, configMaps, ns, "settings", "lost the key the manifest dropped", func(o *unstructured.Unstructured) bool {
+		if o == nil {
+			return false
+		}
+		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		_, b := d["b"]
+		return d["a"] == "1" && !b
+	})
+	waitReady(t, ns, "drop")
 }
 
 // The create-only guard of a first apply must leave the object exactly as a
