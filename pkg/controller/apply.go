@@ -196,7 +196,7 @@ func (c *Controller) checkOwner(ctx context.Context, r *run, live *unstructured.
 		// reconciles them; an owner this cluster does not hold may belong
 		// to another Vidra installation sharing the remote cluster.
 		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonOwnedByOther, conflict: true,
-			err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, remove the object's Vidra labels and annotation to let this resource adopt it", owner, uid)}
+			err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, delete the object and this resource creates it", owner, uid)}
 	}
 	// The marks cannot be trusted on their own: anyone who may label an
 	// object can write them. Only an object Vidra has applied is adopted.
@@ -205,8 +205,8 @@ func (c *Controller) checkOwner(ctx context.Context, r *run, live *unstructured.
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
 	if full == nil || !appliedByVidra(full.GetManagedFields()) {
-		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
-			err: errors.New("carries Vidra's marks but was never applied by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
+		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true, retry: true,
+			err: errors.New("carries Vidra's marks but was never applied by Vidra; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest")}
 	}
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt.
@@ -257,8 +257,10 @@ func isVidraManager(name string) bool {
 }
 
 func unmanagedError(p *planned) *objectError {
-	return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true,
-		err: errors.New("exists and is not managed by Vidra; delete it, or remove it from the manifest, to let Vidra create it")}
+	// Retried with backoff: the object's labels cannot be watched, so a
+	// retry is how Vidra learns that someone deleted it.
+	return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true, retry: true,
+		err: errors.New("exists and is not managed by Vidra; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest")}
 }
 
 func ownerKey(annotation string) (key cacheKey, ok bool) {

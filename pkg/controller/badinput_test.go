@@ -203,6 +203,11 @@ func TestUnknownKindIsRetriedUntilItsCRDAppears(t *testing.T) {
 	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("an unknown kind is retried, so Reconciling should be True: %+v", vr.Status.Conditions)
 	}
+	// Retried, but most likely a typo or a CRD someone must install: the
+	// one-word state says it needs a person.
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || vr.Status.DeployState != v1alpha1.DeployStateFailed {
+		t.Errorf("an unknown kind needs a person: want Stalled=True and deployState Failed, got %s, %+v", vr.Status.DeployState, vr.Status.Conditions)
+	}
 	if !strings.Contains(readyMessage(vr), "Gadget") {
 		t.Errorf("message does not name the kind: %q", readyMessage(vr))
 	}

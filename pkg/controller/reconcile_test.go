@@ -447,6 +447,30 @@ func TestPreexistingUnmanagedObjectIsNotTakenOver(t *testing.T) {
 	}
 }
 
+// The message of UnmanagedObjectExists says to delete the object and Vidra
+// creates it: that must come true without anyone touching the resource.
+// Until then the resource needs a person, so it is Failed, not Running.
+func TestUnmanagedObjectDeletedIsCreatedWithoutAnyoneTouchingTheResource(t *testing.T) {
+	ns := namespace(t)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "squatter"}, Data: map[string]string{"owner": "human"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createVR(t, ns, "wants", configMap("squatter", map[string]string{"owner": "vidra"}))
+	vr := waitVR(t, ns, "wants", "reported the unmanaged object", hasCondition(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists))
+	if vr.Status.DeployState != v1alpha1.DeployStateFailed {
+		t.Errorf("deployState = %s, want Failed: the resource needs a person", vr.Status.DeployState)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "squatter", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, configMaps, ns, "squatter", "was created by Vidra", func(o *unstructured.Unstructured) bool {
+		return o != nil && o.GetLabels()[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue
+	})
+	waitReady(t, ns, "wants")
+}
+
 func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
 	ns := namespace(t)
 	createVR(t, ns, "fight", configMap("contested", map[string]string{"mode": "declared"}))

@@ -67,8 +67,16 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 		msg := joinErrors(errs)
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
 		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "Retrying with backoff: "+msg)
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
-		st.DeployState = v1alpha1.DeployStateRunning
+		// Retried, because the fix may come from elsewhere (a CRD installed,
+		// a role bound, an object deleted), but most likely only when a
+		// person acts: Failed and Stalled say so, not Running.
+		if p := slices.IndexFunc(errs, needsPerson); p >= 0 {
+			set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[p].reason, msg)
+			st.DeployState = v1alpha1.DeployStateFailed
+		} else {
+			meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+			st.DeployState = v1alpha1.DeployStateRunning
+		}
 	default:
 		msg := joinErrors(errs)
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
@@ -83,6 +91,18 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 	}
 	vr.Status = *st
 	return c.updateStatus(ctx, vr)
+}
+
+// needsPerson tells the failures that are retried but that time alone
+// rarely fixes: a kind nobody serves (a typo, or a CRD not installed), a
+// namespace that does not exist, a write the identity may not make, an
+// object Vidra does not own.
+func needsPerson(e *objectError) bool {
+	switch e.reason {
+	case v1alpha1.ReasonUnknownKind, v1alpha1.ReasonNamespaceNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonUnmanagedExists:
+		return true
+	}
+	return false
 }
 
 // recordEvents emits Events for what a person wants to see: writes that
