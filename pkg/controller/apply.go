@@ -351,6 +351,9 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		if err := c.recreate(ctx, r, p, live); err != nil {
 			return fail(err)
 		}
+		// From here on it is a creation, and counted as one.
+		live = nil
+		r.out.recreated++
 		resp, err = c.apply(ctx, r, p, nil)
 	}
 	if err != nil {

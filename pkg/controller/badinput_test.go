@@ -153,6 +153,7 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 		return v == "2"
 	})
 	waitReady(t, ns, "imm")
+	waitEvent(t, ns, "imm", "Applied", "Applied 1 object (0 created, 0 configured, 1 recreated for spec.force)")
 }
 
 // crdManifest is a CRD of kind kind in group group, namespaced.

@@ -111,9 +111,9 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending)
 	}
 	if del {
-		c.event(vr, false, "Deleted", "Deleted %d managed objects", len(vr.Status.ManagedResources))
+		c.event(vr, false, "Deleted", "Deleted %s", count(len(vr.Status.ManagedResources), "managed object"))
 	} else {
-		c.event(vr, false, "Orphaned", "Left %d managed objects in place without Vidra's marks", len(vr.Status.ManagedResources))
+		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", count(len(vr.Status.ManagedResources), "managed object"))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err

@@ -65,7 +65,7 @@ func (c *Controller) prune(ctx context.Context, r *run, desired map[objectKey]bo
 			c.metrics.Prunes.WithLabelValues("success").Inc()
 			r.out.pruned = append(r.out.pruned, key.String())
 		case releasedStripped:
-			r.out.pruned = append(r.out.pruned, key.String())
+			r.out.released = append(r.out.released, key.String())
 		}
 		if what != releasedNothing {
 			r.out.changed++

@@ -177,13 +177,18 @@ type run struct {
 
 // outcome is what a reconcile did and what went wrong.
 type outcome struct {
-	changed, created, configured int
+	// recreated counts objects deleted and created again (spec.force),
+	// among created.
+	changed, created, configured, recreated int
 	// drifted describes the objects restored; driftDeleted and driftEdited
 	// count them among created and configured.
 	drifted                   []string
 	driftDeleted, driftEdited int
 	pruned                    []string
-	errs                      []*objectError
+	// released are objects that left the manifest and stay, without
+	// Vidra's marks (spec.prune false).
+	released []string
+	errs     []*objectError
 	// inventory is the status.managedResources to write, and
 	// inventoryCluster the status.inventoryCluster.
 	inventory        []v1alpha1.ManagedResource
@@ -409,6 +414,7 @@ func (c *Controller) leavePreviousCluster(ctx context.Context, r *run) bool {
 	leave := &run{vr: old, st: r.st, cfg: r.cfg, dest: dest, inventory: r.inventory}
 	kept := c.prune(ctx, leave, nil)
 	r.out.pruned = append(r.out.pruned, leave.out.pruned...)
+	r.out.released = append(r.out.released, leave.out.released...)
 	r.out.changed += leave.out.changed
 	if len(leave.out.errs) > 0 {
 		r.out.errs = append(r.out.errs, leave.out.errs...)

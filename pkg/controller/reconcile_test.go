@@ -174,6 +174,24 @@ func TestPruneDisabledReleasesObjects(t *testing.T) {
 	waitObject(t, configMaps, ns, "left", "lost Vidra's marks", func(o *unstructured.Unstructured) bool {
 		return o != nil && o.GetLabels()[v1alpha1.OwnerUIDLabel] == ""
 	})
+	// Kept, so said as a release, never as a prune.
+	waitEvent(t, ns, "noprune", "Released", "Released 1 object that left the manifest")
+	assertNoEvent(t, ns, "noprune", "Pruned")
+}
+
+// assertNoEvent fails if the resource has an Event of reason. Call it after
+// waiting for an Event recorded with or after the one that must not be.
+func assertNoEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	list, err := kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			t.Errorf("unexpected Event %s: %s", e.Reason, e.Message)
+		}
+	}
 }
 
 func TestDeletedConfigMapIsRestored(t *testing.T) {
@@ -491,6 +509,11 @@ func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
 	}
 	if !isReady(vr) {
 		t.Errorf("the resource is in sync and should stay Ready: %+v", vr.Status.Conditions)
+	}
+	// kubectl get -o wide shows the Ready message alone: the conflict must
+	// be in it.
+	if msg := readyMessage(vr); !strings.Contains(msg, "Conflict") || !strings.Contains(msg, "rival-controller") {
+		t.Errorf("Ready message %q hides the conflict", msg)
 	}
 	waitEvent(t, ns, "fight", "Conflict", "rival-controller")
 }

@@ -58,8 +58,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 	}
 	switch {
 	case len(errs) == 0:
-		set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
-			fmt.Sprintf("%d objects applied and in sync", len(r.out.inventory)))
+		msg := fmt.Sprintf("%s applied and in sync", count(len(r.out.inventory), "object"))
+		if len(contended) > 0 {
+			// Ready, yet not settled: -o wide shows only this message.
+			msg += "; Conflict: " + strings.Join(contended, "; ")
+		}
+		set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 		st.DeployState = v1alpha1.DeployStateSucceeded
@@ -93,6 +97,14 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 	return c.updateStatus(ctx, vr)
 }
 
+// count says "1 object", "2 objects".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // needsPerson tells the failures that are retried but that time alone
 // rarely fixes: a kind nobody serves (a typo, or a CRD not installed), a
 // namespace that does not exist, a write the identity may not make, an
@@ -116,10 +128,18 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	// Restored objects have their own Event; Applied tells of the rest.
 	created, configured := out.created-out.driftDeleted, out.configured-out.driftEdited
 	if created+configured > 0 {
-		c.event(vr, false, "Applied", "Applied %d objects (%d created, %d configured); %d managed", created+configured, created, configured, len(out.inventory))
+		how := fmt.Sprintf("%d created, %d configured", created-out.recreated, configured)
+		if out.recreated > 0 {
+			how += fmt.Sprintf(", %d recreated for spec.force", out.recreated)
+		}
+		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", count(created+configured, "object"), how, len(out.inventory))
 	}
 	if len(out.pruned) > 0 {
-		c.event(vr, false, "Pruned", "Pruned %d objects: %s", len(out.pruned), truncate(strings.Join(out.pruned, ", ")))
+		c.event(vr, false, "Pruned", "Pruned %s: %s", count(len(out.pruned), "object"), truncate(strings.Join(out.pruned, ", ")))
+	}
+	if len(out.released) > 0 {
+		c.event(vr, false, "Released", "Released %s that left the manifest, without deleting them (spec.prune is false); Vidra's marks removed: %s",
+			count(len(out.released), "object"), truncate(strings.Join(out.released, ", ")))
 	}
 	// Another writer fighting over a field: one Warning when it starts.
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond != nil && cond.Reason == v1alpha1.ReasonFieldConflict {
