@@ -42,7 +42,14 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	// away from; its objects are there.
 	target, moved := previousDestination(vr)
 	dest, err := c.dests.resolve(ctx, target, c.opts.DefaultServiceAccount)
+	// Nothing recorded as applied: the destination is asked, as below, only
+	// for what an interrupted first reconcile may have left, and a
+	// destination that cannot answer (refused credentials, a
+	// ServiceAccount without rights) does not hold the deletion.
+	empty := len(vr.Status.ManagedResources) == 0
 	switch {
+	case err != nil && empty:
+		return c.abandon(ctx, key, vr, fmt.Sprintf("nothing was recorded as applied, and the destination cannot be checked: %v", err), nil)
 	case err != nil && isRefused(err):
 		// Vidra may not act for it, so it never applied anything as itself.
 		return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra may not act for this resource: %v", err), vr.Status.ManagedResources)
@@ -92,7 +99,9 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 			pending++
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errs...); err != nil && empty {
+		c.event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
+	} else if err != nil {
 		if !del {
 			// Orphan leaves the objects anyway; their marks are a courtesy
 			// that must not hold the deletion.

@@ -239,6 +239,7 @@ func (c *Controller) sync(ctx context.Context, key cacheKey) (syncResult, error)
 
 	r := &run{vr: vr, st: st, cfg: c.config()}
 	c.reconcile(ctx, key, r)
+	c.explainMissingServiceAccount(ctx, r)
 	c.setClaims(r)
 	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
 	for _, e := range r.out.errs {
@@ -549,4 +550,24 @@ func jsonList(items []string) string {
 		b = fmt.Appendf(b, "%q", s)
 	}
 	return string(append(b, ']'))
+}
+
+// explainMissingServiceAccount replaces the Forbidden errors of a reconcile
+// whose ServiceAccount does not exist with what is really wrong. The API
+// server refuses every request of an impersonated ServiceAccount that does
+// not exist as it refuses one without rights ("User ... cannot patch"),
+// which sends a person looking for a missing Role rather than a typo in
+// spec.serviceAccountName. It costs a read only when a write was refused.
+func (c *Controller) explainMissingServiceAccount(ctx context.Context, r *run) {
+	forbidden := func(e *objectError) bool { return e.reason == v1alpha1.ReasonForbidden }
+	if r.dest == nil || r.dest.serviceAccount == "" || r.dest.cluster != localCluster || !slices.ContainsFunc(r.out.errs, forbidden) {
+		return
+	}
+	ns, name, _ := strings.Cut(r.dest.serviceAccount, "/")
+	if _, err := c.clients.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return
+	}
+	missing := &objectError{index: -1, reason: v1alpha1.ReasonServiceAccountNotFound, retry: true,
+		err: fmt.Errorf("ServiceAccount %s does not exist, so every write as it is refused: create it and grant it the rights the manifest needs, or correct spec.serviceAccountName", r.dest.serviceAccount)}
+	r.out.errs = append([]*objectError{missing}, slices.DeleteFunc(r.out.errs, forbidden)...)
 }

@@ -111,7 +111,8 @@ func count(n int, noun string) string {
 // object Vidra does not own.
 func needsPerson(e *objectError) bool {
 	switch e.reason {
-	case v1alpha1.ReasonUnknownKind, v1alpha1.ReasonNamespaceNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonUnmanagedExists:
+	case v1alpha1.ReasonUnknownKind, v1alpha1.ReasonNamespaceNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonUnmanagedExists,
+		v1alpha1.ReasonServiceAccountNotFound:
 		return true
 	}
 	return false

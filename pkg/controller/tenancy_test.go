@@ -121,3 +121,32 @@ func TestTenantLearnsNothingFromTheOperatorsCaches(t *testing.T) {
 		t.Fatalf("the object was touched: %v", cm.Object)
 	}
 }
+
+// A typo in spec.serviceAccountName makes the API server refuse every write
+// as a permission problem; the resource says the ServiceAccount is missing.
+func TestMissingServiceAccountIsNamedNotReportedAsForbidden(t *testing.T) {
+	ns := namespace(t)
+	tenant(t, ns)
+	createVR(t, ns, "typo", configMap("never", nil), func(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "tenat" })
+	vr := failsWithMessage(t, ns, "typo", v1alpha1.ReasonServiceAccountNotFound, "ServiceAccount "+ns+"/tenat does not exist")
+	if strings.Contains(readyMessage(vr), "cannot patch") {
+		t.Errorf("message still reports a permission problem: %q", readyMessage(vr))
+	}
+	waitEvent(t, ns, "typo", v1alpha1.ReasonServiceAccountNotFound, "does not exist")
+	// Creating it (with rights) is all it takes.
+	updateVR(t, ns, "typo", func(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "tenant" })
+	waitReady(t, ns, "typo")
+}
+
+// A resource that never applied anything is deleted at once, even when its
+// identity may not even read what the manifest names.
+func TestResourceThatAppliedNothingIsDeletedWithoutCleanup(t *testing.T) {
+	ns := namespace(t)
+	tenant(t, ns)
+	createVR(t, ns, "nothing", serviceDoc, asTenant)
+	failsWithMessage(t, ns, "nothing", v1alpha1.ReasonForbidden, "services")
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "nothing", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitObject(t, vrResource, ns, "nothing", "was deleted", gone)
+}

@@ -87,6 +87,9 @@ const (
 	// ReasonServiceAccountRequired: the resource is outside the trusted
 	// namespaces and names no ServiceAccount to act as, so nothing is applied.
 	ReasonServiceAccountRequired = "ServiceAccountRequired"
+	// ReasonServiceAccountNotFound: the ServiceAccount the resource acts as
+	// does not exist, so the API server refuses every write as it.
+	ReasonServiceAccountNotFound = "ServiceAccountNotFound"
 	// ReasonPruneRefused: a Namespace or CRD left the manifest, and pruning
 	// it would delete everything inside it; spec.pruneNamespacesAndCRDs
 	// allows it.
