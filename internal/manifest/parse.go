@@ -73,6 +73,9 @@ type Object struct {
 	// of a List. Lines are counted by "\n", as editors, grep and git count
 	// them.
 	Line int
+	// KindLine is the line of the object's kind key (Line when unknown):
+	// an error about the kind points there, not at the object's first key.
+	KindLine int
 	// Object is the object as written, with YAML-only types turned into what
 	// JSON can hold (see Parse).
 	Object *unstructured.Unstructured
@@ -350,7 +353,7 @@ func (p *parser) value(v any, pos position, isItem bool) {
 	if !p.validate(m, index, pos) {
 		return
 	}
-	p.objs = append(p.objs, Object{Index: index, Line: pos.line(), Object: &unstructured.Unstructured{Object: m}})
+	p.objs = append(p.objs, Object{Index: index, Line: pos.line(), KindLine: lineOr(pos.fieldLine("kind"), pos.line()), Object: &unstructured.Unstructured{Object: m}})
 }
 
 // listItems returns the items of a List. Like kubectl, Vidra takes any kind

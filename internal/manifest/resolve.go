@@ -95,7 +95,7 @@ func Resolve(objs []Object, defaultNamespace string, scope ScopeFunc) ([]Object,
 		}
 		first[k] = i
 		if ok {
-			resolved[i] = &Object{Index: o.Index, Line: o.Line, Object: u}
+			resolved[i] = &Object{Index: o.Index, Line: o.Line, KindLine: o.KindLine, Object: u}
 		}
 	}
 
@@ -112,11 +112,11 @@ func Resolve(objs []Object, defaultNamespace string, scope ScopeFunc) ([]Object,
 // scopeError reports a kind the ScopeFunc could not place.
 func scopeError(o Object, gvk schema.GroupVersionKind, err error) *Error {
 	if meta.IsNoMatchError(err) {
-		return &Error{Index: o.Index, Line: o.Line, Field: "kind", Reason: ReasonUnknownKind, err: err,
+		return &Error{Index: o.Index, Line: lineOr(o.KindLine, o.Line), Field: "kind", Reason: ReasonUnknownKind, err: err,
 			Message: fmt.Sprintf("the destination does not serve kind %q of apiVersion %q (is its CustomResourceDefinition installed?)",
 				gvk.Kind, gvk.GroupVersion().String())}
 	}
-	return &Error{Index: o.Index, Line: o.Line, Field: "kind", Reason: ReasonDiscoveryFailed, err: err,
+	return &Error{Index: o.Index, Line: lineOr(o.KindLine, o.Line), Field: "kind", Reason: ReasonDiscoveryFailed, err: err,
 		Message: fmt.Sprintf("cannot tell whether %s of apiVersion %q is namespaced: %v", gvk.Kind, gvk.GroupVersion().String(), err)}
 }
 

@@ -191,7 +191,7 @@ metadata:
   name: a
 `,
 			want: []string{"1 ConfigMap default/a"},
-			wantErrs: ErrorList{{Index: 0, Line: 1, Field: "kind", Reason: ReasonUnknownKind,
+			wantErrs: ErrorList{{Index: 0, Line: 2, Field: "kind", Reason: ReasonUnknownKind,
 				Message: `the destination does not serve kind "Widget" of apiVersion "example.com/v1" (is its CustomResourceDefinition installed?)`}},
 		},
 		{
@@ -231,13 +231,13 @@ metadata:
 			name:     "a version the manifest's CustomResourceDefinition does not define",
 			manifest: crdManifest("Namespaced") + "---\napiVersion: example.com/v2\nkind: Widget\nmetadata:\n  name: w\n",
 			want:     []string{"0 CustomResourceDefinition widgets.example.com"},
-			wantErrs: ErrorList{{Index: 1, Line: 19, Field: "kind", Reason: ReasonUnknownKind,
+			wantErrs: ErrorList{{Index: 1, Line: 20, Field: "kind", Reason: ReasonUnknownKind,
 				Message: `the destination does not serve kind "Widget" of apiVersion "example.com/v2" (is its CustomResourceDefinition installed?)`}},
 		},
 		{
 			name:     "discovery failing",
 			manifest: "apiVersion: broken.example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n",
-			wantErrs: ErrorList{{Index: 0, Line: 1, Field: "kind", Reason: ReasonDiscoveryFailed,
+			wantErrs: ErrorList{{Index: 0, Line: 2, Field: "kind", Reason: ReasonDiscoveryFailed,
 				Message: `cannot tell whether Gadget of apiVersion "broken.example.com/v1" is namespaced: discovery of broken.example.com/v1: the server is currently unable to handle the request`}},
 		},
 		{
@@ -277,7 +277,7 @@ metadata:
 `,
 			want: []string{"4 ConfigMap default/fine"},
 			wantErrs: ErrorList{
-				{Index: 1, Line: 6, Field: "kind", Reason: ReasonUnknownKind,
+				{Index: 1, Line: 7, Field: "kind", Reason: ReasonUnknownKind,
 					Message: `the destination does not serve kind "Widget" of apiVersion "example.com/v1" (is its CustomResourceDefinition installed?)`},
 				{Index: 2, Line: 11, Field: "metadata.namespace", Reason: ReasonNamespaceNotAllowed,
 					Message: `Namespace "ns" in namespace "default" is cluster-scoped and cannot have a namespace; remove namespace "default"`},
@@ -291,7 +291,7 @@ metadata:
 			objs := mustParse(t, tt.manifest)
 			before := make([]Object, len(objs))
 			for i, o := range objs {
-				before[i] = Object{Index: o.Index, Line: o.Line, Object: o.Object.DeepCopy()}
+				before[i] = Object{Index: o.Index, Line: o.Line, KindLine: o.KindLine, Object: o.Object.DeepCopy()}
 			}
 			ns := "default"
 			if tt.noDefault {
