@@ -287,7 +287,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	trigger := c.takeTrigger(key)
 	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
-	ctx = klog.NewContext(ctx, logger)
+	ctx = withTrigger(klog.NewContext(ctx, logger), trigger)
 	start := c.clock.Now()
 	logger.V(4).Info("Reconcile started")
 	res, err := c.sync(ctx, key)

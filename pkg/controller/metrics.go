@@ -1,12 +1,29 @@
 package controller
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Trigger is what woke a reconcile. It is recorded beside the work item, which
 // stays a bare key.
 type Trigger string
+
+// triggerKey carries the Trigger of a reconcile in its context, for the few
+// places that act on why it runs (a requested reconcile checks that a remote
+// destination answers).
+type triggerKey struct{}
+
+func withTrigger(ctx context.Context, t Trigger) context.Context {
+	return context.WithValue(ctx, triggerKey{}, t)
+}
+
+// triggerOf returns the Trigger of the reconcile ctx belongs to, or "".
+func triggerOf(ctx context.Context) Trigger {
+	t, _ := ctx.Value(triggerKey{}).(Trigger)
+	return t
+}
 
 // Triggers, in the order of precedence used when several woke one reconcile.
 const (

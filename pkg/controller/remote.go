@@ -31,6 +31,12 @@ const (
 	// remoteTimeout bounds every request to a remote cluster but watches: a
 	// black-holed server must not hold a shared worker for long.
 	remoteTimeout = 15 * time.Second
+	// livenessWindow is how long a remote cluster may answer nothing before
+	// a reconcile asks it whether it is there (GET /version), and
+	// probeTimeout how long that question may take: a server that hangs
+	// is reported within them.
+	livenessWindow = 30 * time.Second
+	probeTimeout   = 5 * time.Second
 	// legacyLabel marks the earlier operator's kubeconfig Secrets; its value
 	// is the host of the server they are for.
 	legacyLabel = "cluster-kubeconfig"
@@ -254,10 +260,15 @@ func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraR
 	if err := cc.breaker.check(); err != nil {
 		return nil, err
 	}
-	if cc.breaker.isOpen() {
-		// Reconciles of objects in sync are served from caches and make no
-		// request: without asking, an unreachable cluster would look fine.
-		if _, err := cc.probe.Get().AbsPath("/version").Do(ctx).Raw(); err != nil && isUnreachable(err) {
+	// Reconciles of objects in sync are served from caches and make no
+	// request: without asking, a cluster that is down, or hangs, would look
+	// fine. Ask when the breaker is open, when a person asked for this
+	// reconcile, and when the cluster has answered nothing for a while.
+	if cc.breaker.isOpen() || triggerOf(ctx) == TriggerRequested || !cc.breaker.answeredWithin(livenessWindow) {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		_, err := cc.probe.Get().AbsPath("/version").Do(pctx).Raw()
+		cancel()
+		if err != nil && isUnreachable(err) {
 			return nil, err
 		}
 	}

@@ -59,6 +59,18 @@ type breaker struct {
 	err      error // the last connection error; nil while closed
 	failedAt time.Time
 	trial    bool // a trial request is in flight
+	// answeredAt is when a request last got an answer. A server that hangs
+	// (accepts connections, answers nothing) trips nothing while reconciles
+	// read from caches and its watches wait in silence; how long it has
+	// been quiet is what tells.
+	answeredAt time.Time
+}
+
+// answeredWithin reports whether a request got an answer less than d ago.
+func (b *breaker) answeredWithin(d time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.answeredAt.IsZero() && b.clock.Since(b.answeredAt) < d
 }
 
 func newBreaker(server string, clk clock.PassiveClock) *breaker {
@@ -108,7 +120,7 @@ func (b *breaker) after(trial bool, req *http.Request, err error) {
 	switch {
 	case err == nil:
 		recovered := b.err != nil
-		b.err = nil
+		b.err, b.answeredAt = nil, b.clock.Now()
 		b.mu.Unlock()
 		if recovered && b.onRecover != nil {
 			b.onRecover()

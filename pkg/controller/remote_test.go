@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +65,7 @@ func TestRemoteDestinations(t *testing.T) {
 	t.Run("RotatedSecretIsUsed", func(t *testing.T) { testRotatedSecretIsUsed(t, rc) })
 	t.Run("BadKubeconfigIsReported", func(t *testing.T) { testBadKubeconfigIsReported(t, rc) })
 	t.Run("MissingSecretIsReportedAndDeletionCompletes", func(t *testing.T) { testMissingSecret(t, rc) })
+	t.Run("HungServerIsReported", func(t *testing.T) { testHungServer(t, rc) })
 	t.Run("Outage", func(t *testing.T) { testOutage(t, rc) })
 }
 
@@ -530,4 +532,37 @@ func testOutage(t *testing.T, rc *remoteCluster) {
 		waitVRGone(t, ns, "doomed")
 		waitRemote(t, rc, configMaps, ns, "orphaned", "is left in place", exists)
 	})
+}
+
+// testHungServer freezes the remote API server (SIGSTOP: connections are
+// accepted, nothing is answered). Reconciles of objects in sync read caches
+// and the watches wait in silence, so the resource would go on saying it is
+// in sync; a requested reconcile asks the server and reports it, and the
+// resource recovers by itself when the server answers again.
+func testHungServer(t *testing.T, rc *remoteCluster) {
+	ns := remoteNamespace(t, rc)
+	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
+	createVR(t, ns, "frozen", configMap("frozen", nil), toRemote(rc, "remote"))
+	waitReady(t, ns, "frozen")
+
+	pid := rc.env.PIDs()["kube-apiserver"]
+	if pid == 0 {
+		t.Fatalf("no kube-apiserver process among %v", rc.env.PIDs())
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+
+	requestReconcile(t, ns, "frozen")
+	failsWithMessage(t, ns, "frozen", v1alpha1.ReasonDestinationError, rc.server(), "unreachable")
+	resume()
+	waitReady(t, ns, "frozen")
 }
