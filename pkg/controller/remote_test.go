@@ -341,8 +341,19 @@ func testRotatedSecretIsUsed(t *testing.T, rc *remoteCluster) {
 	waitReady(t, ns, "rot")
 
 	// Credentials the remote API server refuses: the next reconcile (which
-	// the Secret's change triggers) must use them and fail.
+	// the Secret's change triggers) must use them and fail. The manifest is
+	// changed only once that reconcile ran, so that the operator has seen
+	// the new Secret: otherwise the change could still go out with the old
+	// credentials, before the Secret's informer caught up.
+	_, before := reconciles.of(ns, "rot")
 	setSecretData(t, ns, "remote", tokenKubeconfig(t, rc, "not-a-valid-token"))
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, n := reconciles.of(ns, "rot")
+		return n > before, nil
+	})
+	if err != nil {
+		t.Fatalf("the Secret's change did not requeue the resource: %v", err)
+	}
 	updateVR(t, ns, "rot", func(vr *v1alpha1.VidraResource) {
 		vr.Spec.Manifest = configMap("rotating", map[string]string{"v": "2"})
 	})
@@ -362,8 +373,11 @@ func testRotatedSecretIsUsed(t *testing.T, rc *remoteCluster) {
 	setSecretData(t, ns, "remote", rc.kubeconfig)
 	waitReady(t, ns, "rot")
 	waitRemote(t, rc, configMaps, ns, "rotating", "got the new data", func(o *unstructured.Unstructured) bool {
+		if o == nil {
+			return false
+		}
 		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
-		return o != nil && d["v"] == "2"
+		return d["v"] == "2"
 	})
 }
 
