@@ -373,6 +373,7 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 // applied records a successful apply: the version it produced, the write
 // to expect on the watch, and whether it was a creation, a change, or drift.
 func (c *Controller) applied(r *run, p *planned, live *unstructured.Unstructured, rv string, hash uint64) {
+	prev, known := r.st.applied[p.key]
 	r.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
 	p.applied = true
 	if live != nil && rv == live.GetResourceVersion() {
@@ -387,8 +388,14 @@ func (c *Controller) applied(r *run, p *planned, live *unstructured.Unstructured
 		r.out.configured++
 	}
 	// Drift: an object Vidra already manages, changed while the manifest
-	// did not, had to be written again.
-	if p.inventory && r.vr.Generation == r.vr.Status.ObservedGeneration {
+	// did not, had to be written again. What Vidra last applied says so
+	// exactly; the resource's status (read from a cache that may not show
+	// the last status write yet) stands in only after a restart.
+	drift := known && prev.hash == hash
+	if !known {
+		drift = p.inventory && r.vr.Generation == r.vr.Status.ObservedGeneration
+	}
+	if drift {
 		how := "edited"
 		if live == nil {
 			how = "deleted"
