@@ -178,7 +178,7 @@ func (c *Controller) checkOwner(ctx context.Context, r *run, live *unstructured.
 		return nil
 	}
 	if uid == "" {
-		return unmanagedError(p)
+		return unmanagedError(r, p, "exists and is not managed by Vidra")
 	}
 	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
 	gone, err := c.ownerGone(ctx, owner, types.UID(uid))
@@ -205,8 +205,7 @@ func (c *Controller) checkOwner(ctx context.Context, r *run, live *unstructured.
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
 	if full == nil || !appliedByVidra(full.GetManagedFields()) {
-		return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true, retry: true,
-			err: errors.New("carries Vidra's marks but was never applied by Vidra; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest")}
+		return unmanagedError(r, p, "carries Vidra's marks but was never applied by Vidra")
 	}
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt.
@@ -256,11 +255,14 @@ func isVidraManager(name string) bool {
 	return false
 }
 
-func unmanagedError(p *planned) *objectError {
+// unmanagedError reports an object in the way that Vidra does not own, and
+// remembers it, since the label-scoped caches cannot show it.
+func unmanagedError(r *run, p *planned, what string) *objectError {
+	r.st.unmanaged[p.key] = true
 	// Retried with backoff: the object's labels cannot be watched, so a
 	// retry is how Vidra learns that someone deleted it.
 	return &objectError{key: p.key, index: p.index, reason: v1alpha1.ReasonUnmanagedExists, conflict: true, retry: true,
-		err: errors.New("exists and is not managed by Vidra; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest")}
+		err: fmt.Errorf("%s; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest", what)}
 }
 
 func ownerKey(annotation string) (key cacheKey, ok bool) {
@@ -304,9 +306,6 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		// not caught up: go on as for any live object.
 		live = found
 	} else if oerr := c.checkOwner(ctx, r, live, p); oerr != nil {
-		if oerr.reason == v1alpha1.ReasonUnmanagedExists {
-			r.st.unmanaged[p.key] = true
-		}
 		return oerr
 	}
 	rec, known := r.st.applied[p.key]
@@ -345,7 +344,7 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		}
 	}
 
-	resp, err := c.apply(ctx, r, p, live)
+	resp, err := applyMeta(ctx, r, p, live)
 	if err != nil && isImmutable(err) && r.vr.Spec.Force && live != nil {
 		logger.Info("Recreating object to change an immutable field (spec.force)")
 		if err := c.recreate(ctx, r, p, live); err != nil {
@@ -354,7 +353,7 @@ func (c *Controller) applyObject(ctx context.Context, r *run, p *planned) *objec
 		// From here on it is a creation, and counted as one.
 		live = nil
 		r.out.recreated++
-		resp, err = c.apply(ctx, r, p, nil)
+		resp, err = applyMeta(ctx, r, p, nil)
 	}
 	if err != nil {
 		c.metrics.Applies.WithLabelValues("error").Inc()
@@ -431,9 +430,6 @@ func (c *Controller) applyAbsent(ctx context.Context, r *run, p *planned, hash u
 			return nil, classify(p, fmt.Errorf("deleted while Vidra created it, retrying: %w", err))
 		}
 		if oerr := c.checkOwner(ctx, r, live, p); oerr != nil {
-			if oerr.reason == v1alpha1.ReasonUnmanagedExists {
-				r.st.unmanaged[p.key] = true
-			}
 			return nil, oerr
 		}
 		return live, nil
@@ -463,12 +459,6 @@ func lastWriter(live *unstructured.Unstructured) string {
 		return "an unknown writer"
 	}
 	return who
-}
-
-// apply server-side applies p over live, forcing Vidra's values over other
-// managers' (the owner check has passed), or creates it when live is nil.
-func (c *Controller) apply(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
-	return applyMeta(ctx, r, p, live)
 }
 
 // createOnlyVersion is a resourceVersion no object ever has. In an apply it
@@ -690,11 +680,21 @@ func isCRD(u *unstructured.Unstructured) bool {
 // selector; such objects cost the operator a stub each, not their content,
 // and wake nobody.
 func (c *Controller) ownedByAResource(u *unstructured.Unstructured) bool {
+	_, ok := c.markedOwner(u)
+	return ok
+}
+
+// markedOwner returns the VidraResource the marks of u name, from the
+// informer cache, when one of that name has the UID of the owner-uid label.
+func (c *Controller) markedOwner(u *unstructured.Unstructured) (*v1alpha1.VidraResource, bool) {
 	uid := u.GetLabels()[v1alpha1.OwnerUIDLabel]
 	key, ok := ownerKey(u.GetAnnotations()[v1alpha1.OwnedByAnnotation])
 	if uid == "" || !ok {
-		return false
+		return nil, false
 	}
 	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
-	return err == nil && string(vr.UID) == uid
+	if err != nil || string(vr.UID) != uid {
+		return nil, false
+	}
+	return vr, true
 }

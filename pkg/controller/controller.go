@@ -414,21 +414,11 @@ func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 	if ev.Object == nil {
 		return nil
 	}
-	key, ok := ownerKey(ev.Object.GetAnnotations()[v1alpha1.OwnedByAnnotation])
-	if !ok {
+	vr, ok := c.markedOwner(ev.Object)
+	if !ok || !c.eventMode(vr) {
 		return nil
 	}
-	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
-	if err != nil {
-		return nil
-	}
-	if uid := ev.Object.GetLabels()[v1alpha1.OwnerUIDLabel]; uid != string(vr.UID) {
-		return nil
-	}
-	if !c.eventMode(vr) {
-		return nil
-	}
-	return []cache.ObjectName{key}
+	return []cache.ObjectName{cache.MetaObjectToName(vr)}
 }
 
 func (c *Controller) eventMode(vr *v1alpha1.VidraResource) bool {

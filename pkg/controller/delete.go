@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,17 +136,13 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 // person can finish by hand.
 func (c *Controller) abandon(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, why string, left []v1alpha1.ManagedResource) (syncResult, error) {
 	if len(left) > 0 {
-		names := make([]string, len(left))
-		for i, m := range left {
-			names[i] = inventoryKey(m).String()
-		}
 		where := "the local cluster"
 		if s := vr.Spec.Destination.Server; !isLocalServer(s) {
 			where = s
 		} else if ref := vr.Spec.Destination.KubeconfigSecretRef; ref != nil {
 			where = "the cluster of Secret " + vr.Namespace + "/" + ref.Name
 		}
-		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(strings.Join(names, ", ")))
+		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(inventoryNames(left)))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err

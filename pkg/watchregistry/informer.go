@@ -249,12 +249,12 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 				return nil, err
 			}
 		}
-		// Before the transform, which may trim what Keep reads.
-		keep := true
-		if u, ok := obj.(*unstructured.Unstructured); ok && u != nil && r.keep != nil {
-			keep = r.keep(u)
+		// Keep and the owner's own write are read before the transform,
+		// which may trim what they read (managedFields above all); a
+		// rejected object is not transformed at all.
+		if u, _ := obj.(*unstructured.Unstructured); u != nil && r.keep != nil && !r.keep(u) {
+			return rejectedStub(u), nil
 		}
-		// Before the transform, which may trim managedFields.
 		own := false
 		if u, ok := obj.(*unstructured.Unstructured); ok && r.fieldManager != "" {
 			own = onlyManager(u, r.fieldManager)
@@ -268,9 +268,6 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if !ok || u == nil {
 			// Not ours to pack; the handler and reads skip it.
 			return obj, nil
-		}
-		if !keep {
-			return rejectedStub(u), nil
 		}
 		p, err := pack(u)
 		if err != nil {
