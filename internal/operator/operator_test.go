@@ -163,13 +163,7 @@ const cmDoc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  
 
 func createVR(t *testing.T, ns, name, manifest string, mutate ...func(*v1alpha1.VidraResource)) {
 	t.Helper()
-	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VidraResourceSpec{Manifest: manifest}}
-	for _, m := range mutate {
-		m(vr)
-	}
-	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CreateVR(t, vidra, ns, name, manifest, mutate...)
 }
 
 func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {

@@ -131,56 +131,19 @@ func namespace(t *testing.T) string {
 
 func createVR(t *testing.T, ns, name, manifest string, mutate ...func(*v1alpha1.VidraResource)) *v1alpha1.VidraResource {
 	t.Helper()
-	vr := &v1alpha1.VidraResource{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       v1alpha1.VidraResourceSpec{Manifest: manifest},
-	}
-	for _, m := range mutate {
-		m(vr)
-	}
-	out, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.CreateVR(t, vidra, ns, name, manifest, mutate...)
 }
 
 // updateVR applies mutate to the current resource, retrying on conflicts.
 func updateVR(t *testing.T, ns, name string, mutate func(*v1alpha1.VidraResource)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		mutate(vr)
-		_, err = vidra.InfrahubV1alpha1().VidraResources(ns).Update(ctx, vr, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.UpdateVR(t, vidra, ns, name, mutate)
 }
 
 // waitVR polls the resource until cond holds, failing with what it last saw.
 func waitVR(t *testing.T, ns, name, what string, cond func(*v1alpha1.VidraResource) bool) *v1alpha1.VidraResource {
 	t.Helper()
-	var last *v1alpha1.VidraResource
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = vr
-		return cond(vr), nil
-	})
-	if err != nil {
-		t.Fatalf("VidraResource %s/%s never %s: %v\nlast status: %+v", ns, name, what, err, last.Status)
-	}
-	return last
+	return testenv.WaitVR(t, vidra, ns, name, what, cond)
 }
 
 func isReady(vr *v1alpha1.VidraResource) bool {
@@ -195,10 +158,7 @@ func waitReady(t *testing.T, ns, name string) *v1alpha1.VidraResource {
 
 // hasCondition matches a condition of the current generation by status and reason.
 func hasCondition(typ string, status metav1.ConditionStatus, reason string) func(*v1alpha1.VidraResource) bool {
-	return func(vr *v1alpha1.VidraResource) bool {
-		c := meta.FindStatusCondition(vr.Status.Conditions, typ)
-		return c != nil && c.Status == status && c.Reason == reason && vr.Status.ObservedGeneration == vr.Generation
-	}
+	return testenv.HasCondition(typ, status, reason)
 }
 
 var (

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -152,18 +151,7 @@ func serviceAccount(t *testing.T, ns, name string, editIn ...string) {
 
 func createVR(t *testing.T, ns, name, manifest string, mutate ...func(*v1alpha1.VidraResource)) *v1alpha1.VidraResource {
 	t.Helper()
-	vr := &v1alpha1.VidraResource{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       v1alpha1.VidraResourceSpec{Manifest: manifest},
-	}
-	for _, m := range mutate {
-		m(vr)
-	}
-	out, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.CreateVR(t, vidra, ns, name, manifest, mutate...)
 }
 
 func asServiceAccount(name string) func(*v1alpha1.VidraResource) {
@@ -173,31 +161,12 @@ func asServiceAccount(name string) func(*v1alpha1.VidraResource) {
 // waitVR polls the resource until cond holds, failing with what it last saw.
 func waitVR(t *testing.T, ns, name, what string, cond func(*v1alpha1.VidraResource) bool) *v1alpha1.VidraResource {
 	t.Helper()
-	var last *v1alpha1.VidraResource
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = vr
-		return cond(vr), nil
-	})
-	if err != nil {
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		t.Fatalf("VidraResource %s/%s never %s: %v\nlast status: %+v", ns, name, what, err, status)
-	}
-	return last
+	return testenv.WaitVR(t, vidra, ns, name, what, cond)
 }
 
 // hasCondition matches a condition of the current generation by status and reason.
 func hasCondition(typ string, status metav1.ConditionStatus, reason string) func(*v1alpha1.VidraResource) bool {
-	return func(vr *v1alpha1.VidraResource) bool {
-		c := meta.FindStatusCondition(vr.Status.Conditions, typ)
-		return c != nil && c.Status == status && c.Reason == reason && vr.Status.ObservedGeneration == vr.Generation
-	}
+	return testenv.HasCondition(typ, status, reason)
 }
 
 func isReady(vr *v1alpha1.VidraResource) bool {

@@ -234,7 +234,7 @@ func TestNamespaceLeavingTheManifestIsNotPrunedWithoutOptIn(t *testing.T) {
 		t.Fatalf("the namespace was deleted: %v", ns)
 	}
 
-	updateResource(t, operatorNamespace, name, func(vr *v1alpha1.VidraResource) { vr.Spec.PruneNamespacesAndCRDs = true })
+	testenv.UpdateVR(t, vidra, operatorNamespace, name, func(vr *v1alpha1.VidraResource) { vr.Spec.PruneNamespacesAndCRDs = true })
 	waitObject(t, namespaces, "", target, "was pruned once allowed", func(o *unstructured.Unstructured) bool {
 		return o == nil || o.GetDeletionTimestamp() != nil
 	})
@@ -310,28 +310,7 @@ func inInventory(vr *v1alpha1.VidraResource, kind, name string) bool {
 // setManifest replaces the manifest of a resource.
 func setManifest(t *testing.T, ns, name, manifest string) {
 	t.Helper()
-	updateResource(t, ns, name, func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = manifest })
-}
-
-// updateResource applies mutate to the current resource, retrying on
-// conflicts.
-func updateResource(t *testing.T, ns, name string, mutate func(*v1alpha1.VidraResource)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		mutate(vr)
-		_, err = vidra.InfrahubV1alpha1().VidraResources(ns).Update(ctx, vr, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.UpdateVR(t, vidra, ns, name, func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = manifest })
 }
 
 // Anyone who may label an object can make it match Vidra's watch selector.
@@ -424,7 +403,7 @@ func TestMovedDestinationCleansUpThePreviousCluster(t *testing.T) {
 	}
 	waitObject(t, configMaps, target, "moving", "was applied locally", func(o *unstructured.Unstructured) bool { return o != nil })
 
-	updateResource(t, operatorNamespace, name, func(vr *v1alpha1.VidraResource) {
+	testenv.UpdateVR(t, vidra, operatorNamespace, name, func(vr *v1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = remote.Config.Host
 		vr.Spec.Destination.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: name, Key: "kubeconfig"}
 	})
