@@ -1,0 +1,268 @@
+package apply
+
+import (
+	"bytes"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+)
+
+// handEdits is what the hand-edit managers (the configured override
+// managers, such as kubectl-edit) own on one live object. Their FieldsV1 are
+// parsed once, here, and every question about them is asked of the union.
+type handEdits struct {
+	// names are the hand-edit managers found, in order of first appearance.
+	names []string
+	// fields is the union of their field sets.
+	fields *fieldpath.Set
+	// unparsed is set when a FieldsV1 of theirs could not be read: what it
+	// owns is unknown, so nothing can be said to cover it.
+	unparsed bool
+}
+
+// parseHandEdits collects the field sets of the entries whose manager is
+// one of overrides.
+func parseHandEdits(entries []metav1.ManagedFieldsEntry, overrides []string) handEdits {
+	h := handEdits{fields: &fieldpath.Set{}}
+	for _, e := range entries {
+		if !slices.Contains(overrides, e.Manager) {
+			continue
+		}
+		if !slices.Contains(h.names, e.Manager) {
+			h.names = append(h.names, e.Manager)
+		}
+		if e.FieldsV1 == nil {
+			continue
+		}
+		set, err := parseFieldsV1(e.FieldsV1)
+		if err != nil {
+			h.unparsed = true
+			continue
+		}
+		h.fields = h.fields.Union(set)
+	}
+	return h
+}
+
+func parseFieldsV1(f *metav1.FieldsV1) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	if err := set.FromJSON(bytes.NewReader(f.Raw)); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// managers returns the hand-edit managers that own fields of the object.
+func (h handEdits) managers() []string {
+	return h.names
+}
+
+// coveredBy reports whether every field the hand-edit managers own is one
+// desired sets. Then a forced apply takes all of them back by itself, and the
+// managedFields rewrite of managedFieldsTakenOver (two more requests) is not
+// needed. A null in desired asks for the field's absence, so it does not
+// cover it.
+func (h handEdits) coveredBy(desired map[string]any) bool {
+	return !h.unparsed && setIn(h.fields, desired)
+}
+
+// setIn reports whether node has every path of set: its members, and the
+// nodes its children hang from.
+func setIn(set *fieldpath.Set, node any) bool {
+	// Iterate, not a range over All: All in structured-merge-diff v6.4.2
+	// does not stop when the loop breaks, and the runtime panics.
+	in := true
+	set.Members.Iterate(func(pe fieldpath.PathElement) {
+		if in {
+			_, in = desiredAt(node, pe)
+		}
+	})
+	set.Children.Iterate(func(pe fieldpath.PathElement) {
+		if !in {
+			return
+		}
+		sub, _ := set.Children.Get(pe)
+		c, ok := desiredAt(node, pe)
+		in = ok && setIn(sub, c)
+	})
+	return in
+}
+
+// desiredAt returns the value pe selects in node, a value of the desired
+// object, and whether desired sets it.
+//
+// A key (k:) selects the one list item whose key fields have those values;
+// the key fields are those of the live object, which may hold defaults the
+// manifest leaves out (a port's protocol): then no item matches, which is
+// the safe answer, "not set". A value (v:) selects the item of a set list
+// equal to it. An index (i:) is not mapped: a position in the live list
+// need not be the same one in the manifest's.
+func desiredAt(node any, pe fieldpath.PathElement) (any, bool) {
+	switch {
+	case pe.FieldName != nil:
+		m, _ := node.(map[string]any)
+		v, ok := m[*pe.FieldName]
+		return v, ok && v != nil
+	case pe.Key != nil:
+		return onlyItem(node, func(item any) bool {
+			m, ok := item.(map[string]any)
+			return ok && keyMatches(m, *pe.Key)
+		})
+	case pe.Value != nil:
+		return onlyItem(node, func(item any) bool {
+			return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
+		})
+	}
+	return nil, false
+}
+
+// onlyItem returns the item of the list node that match selects, when there
+// is exactly one: two would be a manifest the API server rejects, and which of
+// them it means cannot be told.
+func onlyItem(node any, match func(any) bool) (any, bool) {
+	list, _ := node.([]any)
+	var found any
+	n := 0
+	for _, item := range list {
+		if match(item) {
+			found = item
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, false
+	}
+	return found, true
+}
+
+func keyMatches(item map[string]any, key value.FieldList) bool {
+	for _, f := range key {
+		v, ok := item[f.Name]
+		if !ok || v == nil || !value.Equals(value.NewValueInterface(v), f.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// addedMetadataKeys returns the labels and annotations that the hand-edit
+// managers own and desired does not set, as paths such as
+// ["metadata", "labels", key], when those are all the hand edits beyond
+// desired's own fields. Removing them is then one small patch, where taking
+// the fields over (managedFieldsTakenOver) costs a read, a managedFields
+// rewrite and an apply. Keys are returned as they are: escaping them for a
+// JSON pointer is the caller's.
+//
+// Only leaves count: a labels map the hand edit created (its "." marker)
+// goes empty with its keys, and an empty map next to the manifest's fields
+// changes nothing the manifest asks for.
+func (h handEdits) addedMetadataKeys(desired map[string]any) (paths [][]string, ok bool) {
+	if h.unparsed {
+		return nil, false
+	}
+	var uncovered []fieldpath.Path
+	leavesNotIn(h.fields.Leaves(), desired, nil, &uncovered)
+	for _, p := range uncovered {
+		key, ok := metadataKey(p)
+		if !ok {
+			return nil, false
+		}
+		paths = append(paths, key)
+	}
+	return paths, len(paths) > 0
+}
+
+// leavesNotIn appends the paths of the leaves of set that node does not
+// have. Below a node desired does not set, every leaf is uncovered.
+func leavesNotIn(set *fieldpath.Set, node any, at fieldpath.Path, out *[]fieldpath.Path) {
+	set.Members.Iterate(func(pe fieldpath.PathElement) {
+		if _, ok := desiredAt(node, pe); !ok {
+			*out = append(*out, append(slices.Clone(at), pe))
+		}
+	})
+	set.Children.Iterate(func(pe fieldpath.PathElement) {
+		sub, _ := set.Children.Get(pe)
+		c, _ := desiredAt(node, pe)
+		leavesNotIn(sub, c, append(at, pe), out)
+	})
+}
+
+// metadataKey returns p as ["metadata", "labels"|"annotations", key].
+func metadataKey(p fieldpath.Path) ([]string, bool) {
+	if len(p) != 3 {
+		return nil, false
+	}
+	out := make([]string, len(p))
+	for i, pe := range p {
+		if pe.FieldName == nil {
+			return nil, false
+		}
+		out[i] = *pe.FieldName
+	}
+	if out[0] != "metadata" || (out[1] != "labels" && out[1] != "annotations") {
+		return nil, false
+	}
+	return out, true
+}
+
+// managedFieldsTakenOver rewrites managedFields so that the fields owned by
+// the hand-edit managers (overrides) become manager's, in its Apply entry of
+// the main resource. The apply that follows then removes those of them the
+// manifest does not set (server-side apply deletes fields their sole owner
+// stops applying) and restores the rest. ok is false when there is nothing to
+// take over.
+//
+// A hand-edit entry whose FieldsV1 cannot be read is dropped all the same:
+// its fields become nobody's and stay as they are, where keeping it would
+// find the same hand edit on every sync. If manager's own entry cannot be
+// read, the hand-edit fields replace it; the apply that follows sets
+// manager's fields anew.
+func managedFieldsTakenOver(entries []metav1.ManagedFieldsEntry, overrides []string, manager, apiVersion string, now metav1.Time) ([]metav1.ManagedFieldsEntry, bool) {
+	taken := &fieldpath.Set{}
+	found := false
+	keep := make([]metav1.ManagedFieldsEntry, 0, len(entries)+1)
+	at := -1
+	for _, e := range entries {
+		if slices.Contains(overrides, e.Manager) {
+			found = true
+			if e.FieldsV1 != nil {
+				if set, err := parseFieldsV1(e.FieldsV1); err == nil {
+					taken = taken.Union(set)
+				}
+			}
+			continue
+		}
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			at = len(keep)
+		}
+		keep = append(keep, e)
+	}
+	if !found {
+		return entries, false
+	}
+	if at < 0 {
+		keep = append(keep, metav1.ManagedFieldsEntry{
+			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: apiVersion,
+			FieldsType: "FieldsV1",
+		})
+		at = len(keep) - 1
+	}
+	if f := keep[at].FieldsV1; f != nil {
+		if own, err := parseFieldsV1(f); err == nil {
+			taken = own.Union(taken)
+		}
+	}
+	raw, err := taken.ToJSON()
+	if err != nil {
+		// ToJSON fails only on a path element it cannot write, and every
+		// one here was read from FieldsV1.
+		return entries, false
+	}
+	// The entry gained fields: its time says when, as the API server's
+	// own bookkeeping would.
+	keep[at].Time = &now
+	keep[at].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	return keep, true
+}
