@@ -33,12 +33,14 @@ prereqs:
 test: prereqs controlplane verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
 
-## unit: the packages whose tests need no control plane (pure logic).
+## unit: the packages whose tests need no control plane (pure logic), in
+## seconds; hack/unit-packages.sh lists them.
 unit:
-	$(GO) test -race -count=1 ./internal/manifest/ ./internal/config/ ./cmd/vidra/
+	$(GO) test -race -count=1 $$(bash hack/unit-packages.sh)
 
 verify: fmt vet
 	bash hack/verify-codegen.sh
+	bash hack/verify-layout.sh
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^pkg/generated/')); \

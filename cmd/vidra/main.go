@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/operator"
-	"github.com/vidra-operator/vidra/pkg/controller"
 )
 
 type flags struct {
@@ -61,13 +61,13 @@ func main() {
 	fs := flag.NewFlagSet("vidra", flag.ExitOnError)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster configuration (env KUBECONFIG)")
 	fs.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "vidra-system"), "the operator's own namespace, home of its ConfigMap (env POD_NAMESPACE)")
-	fs.StringVar(&f.configMap, "config-map", "vidra-config", "name of the configuration ConfigMap in --namespace")
+	fs.StringVar(&f.configMap, "config-map", operator.DefaultConfigMapName, "name of the configuration ConfigMap in --namespace")
 	fs.StringVar(&f.watchNamespace, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "reconcile VidraResources of this namespace only; empty means all (env WATCH_NAMESPACE)")
 	fs.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of each VidraResource's namespace) to impersonate when a resource names none")
 	fs.StringVar(&f.trustedNamespaces, "trusted-namespaces", "", "comma-separated namespaces whose VidraResources may act with the operator's own identity when they name no ServiceAccount; empty means --namespace alone, * every namespace (a single-tenant cluster). Elsewhere a resource without spec.serviceAccountName or --default-service-account applies nothing")
 	fs.BoolVar(&f.allowHTTP, "allow-http-destinations", false, "accept remote destinations whose server is plain http:// (credentials and manifests in clear text)")
 	fs.StringVar(&f.cidrDeny, "destination-cidr-deny", "169.254.0.0/16,fe80::/10", "comma-separated CIDRs remote destinations may not connect to, checked on the resolved address; the default keeps out link-local (cloud metadata) addresses; empty denies nothing")
-	fs.IntVar(&f.workers, "workers", 8, "VidraResources reconciled in parallel")
+	fs.IntVar(&f.workers, "workers", operator.DefaultWorkers, "VidraResources reconciled in parallel")
 	// Converging 1,000 resources takes about 400 requests a second on two
 	// cores; a lower client-side limit, not the API server, set the pace in
 	// the bench. The API server's priority and fairness protects it.
@@ -119,7 +119,7 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("--memory-limit-floor %q: %w", f.memoryFloor, err)
 	}
 	go operator.TuneMemory(ctx, floor.Value(), 10*time.Second)
-	deny, err := controller.ParseCIDRs(f.cidrDeny)
+	deny, err := destination.ParseCIDRs(f.cidrDeny)
 	if err != nil {
 		return fmt.Errorf("--destination-cidr-deny: %w", err)
 	}
@@ -151,7 +151,7 @@ func run(ctx context.Context, f flags) error {
 		WatchNamespace:        f.watchNamespace,
 		DefaultServiceAccount: f.defaultServiceAccount,
 		TrustedNamespaces:     splitList(f.trustedNamespaces),
-		RemoteGuard:           controller.RemoteGuard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
+		RemoteGuard:           destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
 		Workers:               f.workers,
 		Linger:                f.linger,
 	})

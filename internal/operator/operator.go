@@ -22,13 +22,20 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/pkg/controller"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
 	"github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
 )
 
-// Options configure an Operator.
+// Defaults of Options, which the command's flags show too.
+const (
+	DefaultWorkers       = 8
+	DefaultConfigMapName = "vidra-config"
+)
+
+// Options configure an Operator. Zero values take the defaults.
 type Options struct {
 	// Config is the operator's client configuration (QPS and burst set).
 	Config *rest.Config
@@ -42,11 +49,11 @@ type Options struct {
 	// DefaultServiceAccount is impersonated for resources that name none.
 	DefaultServiceAccount string
 	// TrustedNamespaces may act with the operator's identity; nil means
-	// Namespace alone, controller.AllNamespaces every namespace (see
+	// Namespace alone, destination.AllNamespaces every namespace (see
 	// controller.Options).
 	TrustedNamespaces []string
 	// RemoteGuard limits where remote destinations may lead.
-	RemoteGuard controller.RemoteGuard
+	RemoteGuard destination.Guard
 	// Workers is the number of reconciles run in parallel.
 	Workers int
 	// Linger is how long an informer nobody needs keeps running.
@@ -92,10 +99,10 @@ type Operator struct {
 // New builds the clients, informers and controller.
 func New(ctx context.Context, opts Options) (*Operator, error) {
 	if opts.Workers <= 0 {
-		opts.Workers = 8
+		opts.Workers = DefaultWorkers
 	}
 	if opts.ConfigMapName == "" {
-		opts.ConfigMapName = "vidra-config"
+		opts.ConfigMapName = DefaultConfigMapName
 	}
 	// Built-in types speak protobuf, as in kube-controller-manager: Events,
 	// Leases, ConfigMaps and Secrets then cost both sides less than JSON.

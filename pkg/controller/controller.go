@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,7 +25,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/internal/destination"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
@@ -54,7 +57,7 @@ type Options struct {
 	// that name none apply nothing (ServiceAccountRequired).
 	TrustedNamespaces []string
 	// RemoteGuard limits where remote destinations may lead.
-	RemoteGuard RemoteGuard
+	RemoteGuard destination.Guard
 	// Config returns the settings in force; nil means config.Default.
 	Config func() *config.Config
 	// Recorder records Events on VidraResources; nil discards them.
@@ -86,18 +89,16 @@ type Controller struct {
 	// fair is the queue's storage, told when a key's reconcile is over.
 	fair     *fairQueue
 	registry *watchregistry.Registry[cache.ObjectName]
-	dests    *destinations
+	dests    *destination.Resolver
+	engine   *apply.Engine
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
 	config   func() *config.Config
 	opts     Options
 
-	parsed *parseCache
-
 	mu       sync.Mutex
 	triggers map[cache.ObjectName]map[Trigger]time.Time
-	state    map[cache.ObjectName]*resourceState
 }
 
 // NewController wires the VidraResource informer, the work queue and the watch
@@ -130,17 +131,18 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		config:   opts.Config,
 		opts:     opts,
 		triggers: map[cache.ObjectName]map[Trigger]time.Time{},
-		state:    map[cache.ObjectName]*resourceState{},
-		parsed:   newParseCache(),
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
 		// Objects labelled by someone else without an owner are not even
 		// listed; Keep drops those whose owner is not a VidraResource.
 		LabelSelector: v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + "," + v1alpha1.OwnerUIDLabel,
-		Keep:          c.ownedByAResource,
-		Linger:        opts.Linger,
-		Map:           c.ownerOf,
+		Keep: func(u *unstructured.Unstructured) bool {
+			_, ok := apply.MarkedOwner(c.lister, u)
+			return ok
+		},
+		Linger: opts.Linger,
+		Map:    c.ownerOf,
 		Enqueue: func(key cache.ObjectName, ev watchregistry.Event) {
 			// A new informer's first list is no change anyone made: after a
 			// restart it is part of starting up.
@@ -150,7 +152,12 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			}
 			c.enqueue(key, TriggerEvent)
 		},
-		Transform:        c.cacheTransform,
+		Transform: func(obj any) (any, error) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				apply.TrimForCache(u, c.config().OverrideManagers)
+			}
+			return obj, nil
+		},
 		FieldManager:     v1alpha1.FieldManager,
 		Clock:            opts.Clock,
 		Logger:           logger.WithName("watchregistry"),
@@ -165,9 +172,19 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		}
 	}
 	c.registry = reg
-	if c.dests, err = newDestinations(clients, reg, opts.Clock, opts.Namespace, opts.TrustedNamespaces, opts.RemoteGuard, func(key cacheKey) { c.enqueue(key, TriggerEvent) }); err != nil {
+	enqueue := func(key cache.ObjectName) { c.enqueue(key, TriggerEvent) }
+	c.dests, err = destination.New(destination.Options{
+		Kube: clients.Kube, Dynamic: clients.Dynamic, Config: clients.Config, Registry: reg, Clock: opts.Clock,
+		Namespace: opts.Namespace, DefaultServiceAccount: opts.DefaultServiceAccount, TrustedNamespaces: opts.TrustedNamespaces,
+		Guard: opts.RemoteGuard, Enqueue: enqueue,
+	})
+	if err != nil {
 		return nil, err
 	}
+	c.engine = apply.New(apply.Options{
+		Registry: reg, Owners: c.lister, Vidra: clients.Vidra, Recorder: opts.Recorder, Enqueue: enqueue,
+		Registerer: opts.Registerer, Clock: opts.Clock,
+	})
 
 	if err := vrInformer.Informer().SetTransform(dropManagedFields); err != nil {
 		return nil, fmt.Errorf("trim cached VidraResources: %w", err)
@@ -242,14 +259,12 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
-	// Secret informers of remote destinations start on demand, under ctx;
-	// their goroutines are waited for last, once ctx has ended.
-	c.dests.remotes.start(ctx)
-	defer c.dests.remotes.wait()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer c.queue.ShutDown()
 	wg.Go(func() { c.registry.Run(ctx) })
+	// Secret informers of remote destinations start on demand, under ctx.
+	wg.Go(func() { c.dests.Run(ctx) })
 
 	logger.Info("Waiting for informer caches to sync")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
@@ -287,7 +302,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	trigger := c.takeTrigger(key)
 	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
-	ctx = withTrigger(klog.NewContext(ctx, logger), trigger)
+	ctx = klog.NewContext(ctx, logger)
+	if trigger == TriggerRequested {
+		// A person asked: a remote destination must prove that it answers.
+		ctx = destination.WithProbe(ctx)
+	}
 	start := c.clock.Now()
 	logger.V(4).Info("Reconcile started")
 	res, err := c.sync(ctx, key)
@@ -414,7 +433,7 @@ func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 	if ev.Object == nil {
 		return nil
 	}
-	vr, ok := c.markedOwner(ev.Object)
+	vr, ok := apply.MarkedOwner(c.lister, ev.Object)
 	if !ok || !c.eventMode(vr) {
 		return nil
 	}
@@ -484,4 +503,13 @@ func (c *Controller) event(vr *v1alpha1.VidraResource, warning bool, reason, for
 		t = corev1.EventTypeWarning
 	}
 	c.recorder.Eventf(vr, t, reason, format, args...)
+}
+
+// dropManagedFields keeps VidraResources small in the informer cache: Vidra
+// never reads their managedFields, and an update that omits them keeps them.
+func dropManagedFields(obj any) (any, error) {
+	if vr, ok := obj.(*v1alpha1.VidraResource); ok {
+		vr.ManagedFields = nil
+	}
+	return obj, nil
 }

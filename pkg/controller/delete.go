@@ -2,15 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/destination"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -28,7 +28,7 @@ const deletionRecheck = time.Minute
 // destination's state. When the kubeconfig Secret of a remote destination is
 // gone, nothing can ever reach the objects again, and the finalizer is
 // removed too. Both leave objects behind, which a Warning Event names.
-func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource) (syncResult, error) {
+func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1alpha1.VidraResource) (syncResult, error) {
 	logger := klog.FromContext(ctx)
 	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
 		c.forget(key)
@@ -39,8 +39,8 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 
 	// The inventory may still be on a destination the resource has moved
 	// away from; its objects are there.
-	target, moved := previousDestination(vr)
-	dest, err := c.dests.resolve(ctx, target, c.opts.DefaultServiceAccount)
+	previous, moved := previousDestination(vr)
+	target, err := c.dests.Resolve(ctx, previous)
 	// Nothing recorded as applied: the destination is asked, as below, only
 	// for what an interrupted first reconcile may have left, and a
 	// destination that cannot answer (refused credentials, a
@@ -49,10 +49,10 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 	switch {
 	case err != nil && empty:
 		return c.abandon(ctx, key, vr, fmt.Sprintf("nothing was recorded as applied, and the destination cannot be checked: %v", err), nil)
-	case err != nil && isRefused(err):
+	case err != nil && destination.IsRefused(err):
 		// Vidra may not act for it, so it never applied anything as itself.
 		return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra may not act for this resource: %v", err), vr.Status.ManagedResources)
-	case err != nil && isSecretGone(err):
+	case err != nil && destination.IsSecretGone(err):
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
 	case err != nil && !del:
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", err), vr.Status.ManagedResources)
@@ -60,45 +60,8 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 		c.event(vr, true, "CleanupFailed", "Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
 		return syncResult{}, fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
 	}
-	items := slices.Clone(vr.Status.ManagedResources)
-	// Objects applied by a reconcile whose status write never happened (a
-	// crash in between) are not in the inventory; the manifest names them.
-	if objs, errs := c.parsed.parse(key, vr); len(errs) == 0 && !moved {
-		inv := inventorySet(items)
-		for _, o := range objs {
-			u := mark(o.Object, vr)
-			if u.GetNamespace() == "" {
-				if ns, err := dest.mapper.namespaced(u.GroupVersionKind()); err == nil && ns {
-					u.SetNamespace(defaultNamespace(vr))
-				}
-			}
-			if !inv[keyOf(u)] {
-				items = append(items, managedResource(u))
-			}
-		}
-	}
-
-	var errs []error
-	var failed []v1alpha1.ManagedResource
-	pending := 0
-	terminating := namespacesTerminating(ctx, dest)
-	for _, m := range items {
-		if del && m.Namespace != "" && terminating(m.Namespace) {
-			// The namespace's deletion removes the object anyway, and
-			// finishes only once every finalizer in it has run.
-			continue
-		}
-		what, err := c.release(ctx, dest, vr, m, del)
-		if err != nil {
-			errs = append(errs, err)
-			failed = append(failed, m)
-			continue
-		}
-		if what == releasedDeleted {
-			pending++
-		}
-	}
-	if err := errors.Join(errs...); err != nil && empty {
+	pending, failed, err := c.engine.Cleanup(ctx, vr, target, del, !moved)
+	if err != nil && empty {
 		c.event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
 	} else if err != nil {
 		if !del {
@@ -134,15 +97,15 @@ func (c *Controller) finalize(ctx context.Context, key cacheKey, vr *v1alpha1.Vi
 // abandon removes the finalizer without the cleanup the policy asks for,
 // with a Warning Event naming what was left behind and where, so that a
 // person can finish by hand.
-func (c *Controller) abandon(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, why string, left []v1alpha1.ManagedResource) (syncResult, error) {
+func (c *Controller) abandon(ctx context.Context, key cache.ObjectName, vr *v1alpha1.VidraResource, why string, left []v1alpha1.ManagedResource) (syncResult, error) {
 	if len(left) > 0 {
 		where := "the local cluster"
-		if s := vr.Spec.Destination.Server; !isLocalServer(s) {
+		if s := vr.Spec.Destination.Server; !destination.IsLocalServer(s) {
 			where = s
 		} else if ref := vr.Spec.Destination.KubeconfigSecretRef; ref != nil {
 			where = "the cluster of Secret " + vr.Namespace + "/" + ref.Name
 		}
-		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(inventoryNames(left)))
+		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(apply.InventoryNames(left)))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err
@@ -150,29 +113,4 @@ func (c *Controller) abandon(ctx context.Context, key cacheKey, vr *v1alpha1.Vid
 	klog.FromContext(ctx).Info("Finalized without cleanup", "deletionPolicy", vr.Spec.DeletionPolicy, "reason", why, "leftBehind", len(left))
 	c.forget(key)
 	return syncResult{}, nil
-}
-
-// namespacesTerminating returns a test of whether a namespace of the
-// destination is being deleted, which reads each namespace once. A
-// namespace that cannot be read (an impersonated ServiceAccount may not
-// read namespaces) counts as not terminating: its objects are deleted and
-// waited for as any.
-func namespacesTerminating(ctx context.Context, dest *destination) func(string) bool {
-	seen := map[string]bool{}
-	return func(ns string) bool {
-		t, ok := seen[ns]
-		if !ok {
-			obj, err := dest.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
-			t = err == nil && obj.GetDeletionTimestamp() != nil
-			seen[ns] = t
-		}
-		return t
-	}
-}
-
-func defaultNamespace(vr *v1alpha1.VidraResource) string {
-	if vr.Spec.Destination.Namespace != "" {
-		return vr.Spec.Destination.Namespace
-	}
-	return vr.Namespace
 }

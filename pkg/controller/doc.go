@@ -5,20 +5,13 @@
 // the resource or of an object it manages, the periodic re-check, a
 // requested-at annotation, a retry, start-up) is recorded beside the key for
 // metrics and logs, never inside it, so that every reconcile re-evaluates the
-// whole desired state against the whole actual state.
+// whole desired state against the whole actual state. The queue is fair
+// between namespaces (fairqueue.go) and every retry, 409s included, goes
+// through its rate limiter (handleErr).
 //
-// One reconcile (sync) reads the resource from the informer cache, handles
-// deletion through the finalizer (delete.go), parses and resolves the
-// manifest (internal/manifest), applies CRDs and Namespaces first and then
-// the rest with server-side apply (apply.go), prunes what left the inventory
-// (prune.go), tells the watch registry which resource types it needs, and
-// writes status once, only when it changed (status.go). Managed objects are
-// read from the watch registry's caches, so a reconcile of unchanged objects
-// makes no request at all.
-//
-// destination.go decides where a resource's objects go and as whom: the
-// local cluster, or a remote one through a kubeconfig Secret (remote*.go:
-// Secrets watched metadata-only, clients rebuilt on change, a circuit
-// breaker per remote credential), impersonating the resource's
-// ServiceAccount when it names one.
+// One reconcile (sync.go) reads the resource from the informer cache,
+// handles deletion through the finalizer (delete.go), resolves where its
+// objects go and as whom (internal/destination), hands the objects to the
+// server-side-apply engine (internal/apply), and writes status once, only
+// when it changed, with the Events a person wants to see (status.go).
 package controller

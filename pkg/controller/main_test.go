@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/operator"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -66,7 +67,7 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	op, err := operator.New(ctx, operator.Options{
 		Config:            cfg,
 		Namespace:         operatorNamespace,
-		TrustedNamespaces: []string{controller.AllNamespaces},
+		TrustedNamespaces: []string{destination.AllNamespaces},
 		Workers:           4,
 		Linger:            2 * time.Second,
 		OnReconcile:       reconciles.record,

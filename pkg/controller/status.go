@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vidra-operator/vidra/internal/apply"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -20,15 +21,15 @@ const maxMessage = 4096
 // writeStatus computes the status of a finished reconcile, records Events for
 // what changed, and writes the status only when it differs from what the
 // resource holds: a reconcile that changed nothing writes nothing.
-func (c *Controller) writeStatus(ctx context.Context, r *run) error {
-	vr := r.vr
+func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCluster *v1alpha1.ClusterReference) error {
+	vr := r.VR
 	now := metav1.NewTime(c.clock.Now())
 	st := vr.Status.DeepCopy()
 	st.ObservedGeneration = vr.Generation
-	st.ManagedResources = r.out.inventory
-	st.InventoryCluster = r.out.inventoryCluster
-	st.ManagedCount = int32(len(r.out.inventory))
-	if r.out.changed > 0 {
+	st.ManagedResources = r.Out.Inventory
+	st.InventoryCluster = inventoryCluster
+	st.ManagedCount = int32(len(r.Out.Inventory))
+	if r.Out.Changed > 0 {
 		st.LastSyncTime = &now
 	}
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
@@ -40,17 +41,17 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 			Type: t, Status: s, Reason: reason, Message: truncate(msg), ObservedGeneration: vr.Generation, LastTransitionTime: now,
 		})
 	}
-	errs := r.out.errs
-	var conflicts []*objectError
+	errs := r.Out.Errs
+	var conflicts []*apply.ObjectError
 	for _, e := range errs {
-		if e.conflict {
+		if e.Conflict {
 			conflicts = append(conflicts, e)
 		}
 	}
-	contended := r.st.contended(now.Time)
+	contended := r.Contended(now.Time)
 	switch {
 	case len(conflicts) > 0:
-		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, conflicts[0].reason, joinErrors(conflicts))
+		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, conflicts[0].Reason, joinErrors(conflicts))
 	case len(contended) > 0:
 		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, strings.Join(contended, "; "))
 	default:
@@ -58,7 +59,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 	}
 	switch {
 	case len(errs) == 0:
-		msg := fmt.Sprintf("%s applied and in sync", count(len(r.out.inventory), "object"))
+		msg := fmt.Sprintf("%s applied and in sync", count(len(r.Out.Inventory), "object"))
 		if len(contended) > 0 {
 			// Ready, yet not settled: -o wide shows only this message.
 			msg += "; Conflict: " + strings.Join(contended, "; ")
@@ -67,15 +68,15 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 		st.DeployState = v1alpha1.DeployStateSucceeded
-	case r.out.retryable():
+	case r.Out.Retryable():
 		msg := joinErrors(errs)
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].Reason, msg)
 		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "Retrying with backoff: "+msg)
 		// Retried, because the fix may come from elsewhere (a CRD installed,
 		// a role bound, an object deleted), but most likely only when a
 		// person acts: Failed and Stalled say so, not Running.
 		if p := slices.IndexFunc(errs, needsPerson); p >= 0 {
-			set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[p].reason, msg)
+			set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[p].Reason, msg)
 			st.DeployState = v1alpha1.DeployStateFailed
 		} else {
 			meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
@@ -83,8 +84,8 @@ func (c *Controller) writeStatus(ctx context.Context, r *run) error {
 		}
 	default:
 		msg := joinErrors(errs)
-		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].reason, msg)
-		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[0].reason, msg)
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].Reason, msg)
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[0].Reason, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		st.DeployState = v1alpha1.DeployStateFailed
 	}
@@ -109,8 +110,8 @@ func count(n int, noun string) string {
 // rarely fixes: a kind nobody serves (a typo, or a CRD not installed), a
 // namespace that does not exist, a write the identity may not make, an
 // object Vidra does not own.
-func needsPerson(e *objectError) bool {
-	switch e.reason {
+func needsPerson(e *apply.ObjectError) bool {
+	switch e.Reason {
 	case v1alpha1.ReasonUnknownKind, v1alpha1.ReasonNamespaceNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonUnmanagedExists,
 		v1alpha1.ReasonServiceAccountNotFound:
 		return true
@@ -121,26 +122,26 @@ func needsPerson(e *objectError) bool {
 // recordEvents emits Events for what a person wants to see: writes that
 // happened, and failures when they first appear or change, never one per
 // no-op reconcile or per identical retry.
-func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
-	vr, out := r.vr, &r.out
-	if len(out.drifted) > 0 {
-		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.drifted, ", ")))
+func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatus) {
+	vr, out := r.VR, &r.Out
+	if len(out.Drifted) > 0 {
+		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.Drifted, ", ")))
 	}
 	// Restored objects have their own Event; Applied tells of the rest.
-	created, configured := out.created-out.driftDeleted, out.configured-out.driftEdited
+	created, configured := out.Created-out.DriftDeleted, out.Configured-out.DriftEdited
 	if created+configured > 0 {
-		how := fmt.Sprintf("%d created, %d configured", created-out.recreated, configured)
-		if out.recreated > 0 {
-			how += fmt.Sprintf(", %d recreated for spec.force", out.recreated)
+		how := fmt.Sprintf("%d created, %d configured", created-out.Recreated, configured)
+		if out.Recreated > 0 {
+			how += fmt.Sprintf(", %d recreated for spec.force", out.Recreated)
 		}
-		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", count(created+configured, "object"), how, len(out.inventory))
+		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", count(created+configured, "object"), how, len(out.Inventory))
 	}
-	if len(out.pruned) > 0 {
-		c.event(vr, false, "Pruned", "Pruned %s: %s", count(len(out.pruned), "object"), truncate(strings.Join(out.pruned, ", ")))
+	if len(out.Pruned) > 0 {
+		c.event(vr, false, "Pruned", "Pruned %s: %s", count(len(out.Pruned), "object"), truncate(strings.Join(out.Pruned, ", ")))
 	}
-	if len(out.released) > 0 {
+	if len(out.Released) > 0 {
 		c.event(vr, false, "Released", "Released %s that left the manifest, without deleting them (spec.prune is false); Vidra's marks removed: %s",
-			count(len(out.released), "object"), truncate(strings.Join(out.released, ", ")))
+			count(len(out.Released), "object"), truncate(strings.Join(out.Released, ", ")))
 	}
 	// Another writer fighting over a field: one Warning when it starts.
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond != nil && cond.Reason == v1alpha1.ReasonFieldConflict {
@@ -148,7 +149,7 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 			c.event(vr, true, "Conflict", "%s", cond.Message)
 		}
 	}
-	if len(out.errs) == 0 {
+	if len(out.Errs) == 0 {
 		return
 	}
 	prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
@@ -158,9 +159,9 @@ func (c *Controller) recordEvents(r *run, st *v1alpha1.VidraResourceStatus) {
 	}
 	reason := "ApplyFailed"
 	switch {
-	case slices.ContainsFunc(out.errs, func(e *objectError) bool { return e.conflict }):
+	case slices.ContainsFunc(out.Errs, func(e *apply.ObjectError) bool { return e.Conflict }):
 		reason = "Conflict"
-	case out.errs[0].key == (objectKey{}), out.errs[0].index < 0:
+	case !out.Errs[0].ForObject(), out.Errs[0].Index < 0:
 		// Not one object's failure to apply: the manifest, the destination,
 		// or a prune, whose reason says more than ApplyFailed.
 		reason = cur.Reason
@@ -187,19 +188,12 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 	return c.updateStatus(ctx, vr)
 }
 
-func joinErrors(errs []*objectError) string {
+func joinErrors(errs []*apply.ObjectError) string {
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
-		parts = append(parts, e.message())
+		parts = append(parts, e.Message())
 	}
 	return strings.Join(parts, "; ")
-}
-
-func (e *objectError) message() string {
-	if e.key == (objectKey{}) {
-		return e.err.Error()
-	}
-	return e.Error()
 }
 
 func truncate(s string) string {

@@ -1,4 +1,4 @@
-package controller
+package apply
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -18,7 +19,7 @@ func TestParseCacheReusesAndEvicts(t *testing.T) {
 			Spec:       v1alpha1.VidraResourceSpec{Manifest: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d-%d\n", i, gen)},
 		}
 	}
-	key := func(i int) cacheKey { return cacheKey{Namespace: "ns", Name: fmt.Sprint(i)} }
+	key := func(i int) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: fmt.Sprint(i)} }
 
 	a, _ := pc.parse(key(0), vr(0, 1))
 	b, _ := pc.parse(key(0), vr(0, 1))

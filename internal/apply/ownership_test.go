@@ -1,10 +1,9 @@
-package controller
+package apply
 
 import (
 	"errors"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,13 +35,13 @@ func TestAppliedByVidraCountsOnlyItsApplies(t *testing.T) {
 
 func TestHoldsOthers(t *testing.T) {
 	for _, tc := range []struct {
-		key  objectKey
+		key  ObjectKey
 		want bool
 	}{
-		{objectKey{kind: "Namespace", name: "a"}, true},
-		{objectKey{group: "apiextensions.k8s.io", kind: "CustomResourceDefinition", name: "a"}, true},
-		{objectKey{kind: "ConfigMap", namespace: "a", name: "a"}, false},
-		{objectKey{group: "example.com", kind: "Namespace", name: "a"}, false},
+		{ObjectKey{kind: "Namespace", name: "a"}, true},
+		{ObjectKey{group: "apiextensions.k8s.io", kind: "CustomResourceDefinition", name: "a"}, true},
+		{ObjectKey{kind: "ConfigMap", namespace: "a", name: "a"}, false},
+		{ObjectKey{group: "example.com", kind: "Namespace", name: "a"}, false},
 	} {
 		if got := holdsOthers(tc.key); got != tc.want {
 			t.Errorf("holdsOthers(%s) = %v, want %v", tc.key, got, tc.want)
@@ -71,40 +70,6 @@ func TestIsReplacedTellsAGoneUIDFromAnImmutableField(t *testing.T) {
 			}
 			if got := isImmutable(tc.err); got != tc.immutable {
 				t.Errorf("isImmutable = %v, want %v", got, tc.immutable)
-			}
-		})
-	}
-}
-
-func TestPreviousDestination(t *testing.T) {
-	secret := &v1alpha1.SecretKeyReference{Name: "kc", Key: "kubeconfig"}
-	inventory := []v1alpha1.ManagedResource{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "a"}}
-	for _, tc := range []struct {
-		name      string
-		dest      v1alpha1.Destination
-		recorded  *v1alpha1.ClusterReference
-		inventory []v1alpha1.ManagedResource
-		moved     bool
-	}{
-		{"no cluster recorded: the current one", v1alpha1.Destination{Server: "https://remote:6443", KubeconfigSecretRef: secret}, nil, inventory, false},
-		{"local, both ways of saying it", v1alpha1.Destination{Server: "https://kubernetes.default.svc"}, &v1alpha1.ClusterReference{}, inventory, false},
-		{"same remote", v1alpha1.Destination{Server: "https://remote:6443", KubeconfigSecretRef: secret}, &v1alpha1.ClusterReference{Server: "https://remote:6443", KubeconfigSecretRef: secret}, inventory, false},
-		{"local to remote", v1alpha1.Destination{Server: "https://remote:6443", KubeconfigSecretRef: secret}, &v1alpha1.ClusterReference{}, inventory, true},
-		{"another Secret", v1alpha1.Destination{Server: "https://remote:6443", KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "other"}}, &v1alpha1.ClusterReference{Server: "https://remote:6443", KubeconfigSecretRef: secret}, inventory, true},
-		{"moved with nothing to clean up", v1alpha1.Destination{Server: "https://remote:6443"}, &v1alpha1.ClusterReference{}, nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			vr := &v1alpha1.VidraResource{Spec: v1alpha1.VidraResourceSpec{Destination: tc.dest},
-				Status: v1alpha1.VidraResourceStatus{InventoryCluster: tc.recorded, ManagedResources: tc.inventory}}
-			old, moved := previousDestination(vr)
-			if moved != tc.moved {
-				t.Fatalf("moved = %v, want %v", moved, tc.moved)
-			}
-			if moved && !equality.Semantic.DeepEqual(destinationRef(old), tc.recorded) {
-				t.Fatalf("previous destination %+v, want %+v", old.Spec.Destination, tc.recorded)
-			}
-			if !equality.Semantic.DeepEqual(vr.Spec.Destination, tc.dest) {
-				t.Fatalf("the resource was changed: %+v", vr.Spec.Destination)
 			}
 		})
 	}

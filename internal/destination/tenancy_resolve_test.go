@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -22,17 +21,21 @@ import (
 // clients point nowhere.
 func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	clients := Clients{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg), Config: cfg}
-	reg, err := watchregistry.New(watchregistry.Options[cacheKey]{
-		Map:     func(watchregistry.Event) []cacheKey { return nil },
-		Enqueue: func(cacheKey, watchregistry.Event) {},
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
+		Map:     func(watchregistry.Event) []cache.ObjectName { return nil },
+		Enqueue: func(cache.ObjectName, watchregistry.Event) {},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDestinations(clients, reg, clock.RealClock{}, "vidra-system", []string{AllNamespaces}, RemoteGuard{}, func(cache.ObjectName) {})
-	if err != nil {
-		t.Fatal(err)
+	resolver := func(t *testing.T, defaultSA string) *Resolver {
+		d, err := New(Options{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: dyn, Config: cfg, Registry: reg,
+			Namespace: "vidra-system", DefaultServiceAccount: defaultSA, TrustedNamespaces: []string{AllNamespaces}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 
 	tests := []struct {
@@ -50,24 +53,25 @@ func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
 			vr.Spec.ServiceAccountName = tc.named
-			dest, err := d.resolve(t.Context(), vr, tc.defaultSA)
+			dest, err := resolver(t, tc.defaultSA).Resolve(t.Context(), vr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dest.serviceAccount != tc.wantActing || dest.cluster != localCluster {
-				t.Fatalf("acting as %q on cluster %q; want %q on the local cluster", dest.serviceAccount, dest.cluster, tc.wantActing)
+			if dest.ServiceAccount != tc.wantActing || dest.Cluster != LocalCluster {
+				t.Fatalf("acting as %q on cluster %q; want %q on the local cluster", dest.ServiceAccount, dest.Cluster, tc.wantActing)
 			}
-			if (dest.client == clients.Dynamic) != (tc.wantActing == "") {
-				t.Errorf("client is the operator's own: %v; want %v", dest.client == clients.Dynamic, tc.wantActing == "")
+			if (dest.Client == dyn) != (tc.wantActing == "") {
+				t.Errorf("client is the operator's own: %v; want %v", dest.Client == dyn, tc.wantActing == "")
 			}
 		})
 	}
 	// The same identity gets the same client: one connection pool per
 	// ServiceAccount, not per reconcile.
 	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
-	a, _ := d.resolve(t.Context(), vr, "fallback")
-	b, _ := d.resolve(t.Context(), vr, "fallback")
-	if a.client != b.client {
+	d := resolver(t, "fallback")
+	a, _ := d.Resolve(t.Context(), vr)
+	b, _ := d.Resolve(t.Context(), vr)
+	if a.Client != b.Client {
 		t.Error("impersonating clients are not cached")
 	}
 }
@@ -106,7 +110,7 @@ func TestActingServiceAccountFailsClosed(t *testing.T) {
 				if !errors.As(err, &re) || re.reason != v1alpha1.ReasonServiceAccountRequired {
 					t.Fatalf("got %q, %v; want ServiceAccountRequired", got, err)
 				}
-				if reason, retry := destinationFailure(err); reason != v1alpha1.ReasonServiceAccountRequired || retry {
+				if reason, retry := Failure(err); reason != v1alpha1.ReasonServiceAccountRequired || retry {
 					t.Errorf("reported as %s, retry %v; want ServiceAccountRequired without retry", reason, retry)
 				}
 				return

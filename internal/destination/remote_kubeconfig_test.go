@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"errors"
@@ -103,8 +103,8 @@ func TestServerNames(t *testing.T) {
 		if (err != nil) != tc.hostFail || host != tc.host {
 			t.Errorf("serverHost(%q) = %q, %v; want %q (error: %v)", tc.server, host, err, tc.host, tc.hostFail)
 		}
-		if got := isLocalServer(tc.server); got != tc.local {
-			t.Errorf("isLocalServer(%q) = %v; want %v", tc.server, got, tc.local)
+		if got := IsLocalServer(tc.server); got != tc.local {
+			t.Errorf("IsLocalServer(%q) = %v; want %v", tc.server, got, tc.local)
 		}
 	}
 }
@@ -141,12 +141,12 @@ func TestBreakerFailsFastAfterAConnectionError(t *testing.T) {
 		return err
 	}
 
-	if err := get(); !isUnreachable(err) || stub.calls != 1 || tripped != 1 {
+	if err := get(); !IsUnreachable(err) || stub.calls != 1 || tripped != 1 {
 		t.Fatalf("first failure: err %v, calls %d, tripped %d", err, stub.calls, tripped)
 	}
 	// Within the cooldown nothing reaches the network.
 	for range 5 {
-		if err := get(); !isUnreachable(err) {
+		if err := get(); !IsUnreachable(err) {
 			t.Fatalf("err = %v during the cooldown", err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestBreakerFailsFastAfterAConnectionError(t *testing.T) {
 	// After it, one trial goes through; failing, it starts a new cooldown
 	// without tripping again.
 	clk.Step(breakerCooldown)
-	if err := get(); !isUnreachable(err) || stub.calls != 2 || tripped != 1 {
+	if err := get(); !IsUnreachable(err) || stub.calls != 2 || tripped != 1 {
 		t.Fatalf("failed trial: err %v, calls %d, tripped %d", err, stub.calls, tripped)
 	}
 	// The server is back: the next trial closes the breaker, once.

@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"errors"
@@ -143,7 +143,7 @@ func serverHost(server string) (string, error) {
 	return u.Hostname(), nil
 }
 
-// isLocalServer reports the spellings of the cluster Vidra runs in.
-func isLocalServer(server string) bool {
+// IsLocalServer reports the spellings of the cluster Vidra runs in.
+func IsLocalServer(server string) bool {
 	return server == "" || sameServer(server, inClusterServer)
 }

@@ -1,10 +1,11 @@
-package controller
+package apply
 
 import (
 	"container/list"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -18,7 +19,7 @@ import (
 const parseCacheSize = 256
 
 type parsed struct {
-	key        cacheKey
+	key        cache.ObjectName
 	uid        types.UID
 	generation int64
 	objects    []manifest.Object
@@ -31,14 +32,14 @@ type parsed struct {
 type parseCache struct {
 	mu    sync.Mutex
 	ll    *list.List
-	items map[cacheKey]*list.Element
+	items map[cache.ObjectName]*list.Element
 }
 
 func newParseCache() *parseCache {
-	return &parseCache{ll: list.New(), items: map[cacheKey]*list.Element{}}
+	return &parseCache{ll: list.New(), items: map[cache.ObjectName]*list.Element{}}
 }
 
-func (pc *parseCache) parse(key cacheKey, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
+func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
 	pc.mu.Lock()
 	if el, ok := pc.items[key]; ok {
 		p := el.Value.(*parsed)
@@ -70,7 +71,7 @@ func (pc *parseCache) parse(key cacheKey, vr *v1alpha1.VidraResource) ([]manifes
 	return objs, errs
 }
 
-func (pc *parseCache) forget(key cacheKey) {
+func (pc *parseCache) forget(key cache.ObjectName) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if el, ok := pc.items[key]; ok {

@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"bytes"
@@ -19,10 +19,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// RemoteGuard limits where remote destinations may lead. A tenant chooses
+// Guard limits where remote destinations may lead. A tenant chooses
 // the server of a remote destination: without limits Vidra would carry
 // requests, from inside the cluster, to any address it can reach.
-type RemoteGuard struct {
+type Guard struct {
 	// AllowHTTP accepts servers named with http://, whose requests, bearer
 	// tokens and manifests included, travel in clear text.
 	AllowHTTP bool
@@ -58,7 +58,7 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// remoteGuard applies a RemoteGuard to the clients of remote destinations.
+// remoteGuard applies a Guard to the clients of remote destinations.
 type remoteGuard struct {
 	allowHTTP bool
 	deny      []netip.Prefix
@@ -66,7 +66,7 @@ type remoteGuard struct {
 	resolver  *net.Resolver
 }
 
-func newRemoteGuard(g RemoteGuard) (*remoteGuard, error) {
+func newRemoteGuard(g Guard) (*remoteGuard, error) {
 	deny := g.DenyCIDRs
 	if deny == nil {
 		deny = DefaultDenyCIDRs()

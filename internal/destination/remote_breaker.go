@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-
-	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 // breakerCooldown is how long requests to a server that just failed at the
@@ -22,7 +20,7 @@ const breakerCooldown = 2 * time.Second
 
 // unreachableError reports that a destination's API server could not be
 // reached at all (connection refused, timeout, TLS failure), as opposed to an
-// answer from it. classify maps it to DestinationUnavailable.
+// answer from it. It is reported as DestinationError.
 type unreachableError struct {
 	server string
 	err    error
@@ -34,9 +32,19 @@ func (e *unreachableError) Error() string {
 
 func (e *unreachableError) Unwrap() error { return e.err }
 
-func isUnreachable(err error) bool {
+// IsUnreachable reports whether err, or an error it wraps, says that a
+// destination's API server could not be reached at all.
+func IsUnreachable(err error) bool { return Unreachable(err) != nil }
+
+// Unreachable returns the error in err's chain that says a destination's API
+// server could not be reached, or nil: of the errors of many objects that
+// failed the same way, it is the one that explains them all.
+func Unreachable(err error) error {
 	var u *unreachableError
-	return errors.As(err, &u)
+	if errors.As(err, &u) {
+		return u
+	}
+	return nil
 }
 
 // breaker is a circuit breaker in the transport of one remote cluster's
@@ -168,15 +176,3 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // WrappedRoundTripper lets client-go reach the transport underneath, to
 // close its idle connections.
 func (t *breakerTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
-// collapseUnreachable replaces the errors of a reconcile during which the
-// destination stopped answering by the one error that explains them all.
-func collapseUnreachable(errs []*objectError) []*objectError {
-	for _, e := range errs {
-		var u *unreachableError
-		if errors.As(e.err, &u) {
-			return []*objectError{{index: -1, reason: v1alpha1.ReasonDestinationError, retry: true, err: u}}
-		}
-	}
-	return errs
-}

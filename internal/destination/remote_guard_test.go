@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-func guard(t *testing.T, g RemoteGuard) *remoteGuard {
+func guard(t *testing.T, g Guard) *remoteGuard {
 	t.Helper()
 	rg, err := newRemoteGuard(g)
 	if err != nil {
@@ -31,19 +31,19 @@ func guard(t *testing.T, g RemoteGuard) *remoteGuard {
 func TestRemoteGuardChecksTheServerURL(t *testing.T) {
 	tests := []struct {
 		name   string
-		guard  RemoteGuard
+		guard  Guard
 		server string
 		want   string // a fragment of the refusal; empty: allowed
 	}{
 		{name: "https", server: "https://cluster.example:6443"},
 		{name: "loopback is allowed by default", server: "https://127.0.0.1:6443"},
 		{name: "http is refused", server: "http://cluster.example", want: "--allow-http-destinations"},
-		{name: "http when allowed", guard: RemoteGuard{AllowHTTP: true}, server: "http://cluster.example"},
+		{name: "http when allowed", guard: Guard{AllowHTTP: true}, server: "http://cluster.example"},
 		{name: "another scheme", server: "ftp://cluster.example", want: "not https"},
 		{name: "cloud metadata", server: "https://169.254.169.254", want: "169.254.0.0/16"},
 		{name: "IPv6 link-local", server: "https://[fe80::1]:443", want: "fe80::/10"},
 		{name: "IPv4-mapped metadata", server: "https://[::ffff:169.254.169.254]", want: "169.254.0.0/16"},
-		{name: "an empty deny list denies nothing", guard: RemoteGuard{DenyCIDRs: []netip.Prefix{}}, server: "https://169.254.169.254"},
+		{name: "an empty deny list denies nothing", guard: Guard{DenyCIDRs: []netip.Prefix{}}, server: "https://169.254.169.254"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,14 +98,14 @@ func TestDialerChecksTheResolvedAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conn, err := guard(t, RemoteGuard{}).dial(t.Context(), "tcp", net.JoinHostPort("localhost", port))
+	conn, err := guard(t, Guard{}).dial(t.Context(), "tcp", net.JoinHostPort("localhost", port))
 	if err != nil {
 		t.Fatalf("loopback refused with the default deny list: %v", err)
 	}
 	conn.Close()
 
 	for _, host := range []string{"localhost", "127.0.0.1"} {
-		_, err := guard(t, RemoteGuard{DenyCIDRs: loopback}).dial(t.Context(), "tcp", net.JoinHostPort(host, port))
+		_, err := guard(t, Guard{DenyCIDRs: loopback}).dial(t.Context(), "tcp", net.JoinHostPort(host, port))
 		var denied *deniedAddressError
 		if !errors.As(err, &denied) {
 			t.Fatalf("%s dialled although loopback is denied: %v", host, err)
@@ -160,7 +160,7 @@ func TestForeignAnswersAreNotQuoted(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	g := guard(t, RemoteGuard{AllowHTTP: true})
+	g := guard(t, Guard{AllowHTTP: true})
 	cfg := &rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL)}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -230,7 +230,7 @@ func TestWatchStreamsAreNotBuffered(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 
-	g := guard(t, RemoteGuard{AllowHTTP: true})
+	g := guard(t, Guard{AllowHTTP: true})
 	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL)})
 	if err != nil {
 		t.Fatal(err)

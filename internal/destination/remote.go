@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type secretNotFoundError struct{ msg string }
 
 func (e *secretNotFoundError) Error() string { return e.msg }
 
-func isSecretGone(err error) bool {
+func IsSecretGone(err error) bool {
 	var nf *secretNotFoundError
 	return errors.As(err, &nf)
 }
@@ -151,10 +151,10 @@ type remotes struct {
 	kube      kubernetes.Interface
 	md        metadata.Interface
 	base      *rest.Config
-	registry  *watchregistry.Registry[cacheKey]
+	registry  *watchregistry.Registry[cache.ObjectName]
 	clock     clock.Clock
 	namespace string
-	enqueue   func(cacheKey)
+	enqueue   func(cache.ObjectName)
 	guard     *remoteGuard
 	// local impersonates a resource's ServiceAccount to check that it may
 	// read the kubeconfig Secret it names.
@@ -164,31 +164,31 @@ type remotes struct {
 	ctx       context.Context
 	informers map[string]*secretInformer
 	entries   map[remoteKey]*remote
-	users     map[cacheKey]*usage
+	users     map[cache.ObjectName]*usage
 	access    map[accessKey]accessCheck
 	wg        sync.WaitGroup
 }
 
-func newRemotes(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, guard *remoteGuard, local *clusterClients, enqueue func(cacheKey)) *remotes {
+func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remotes {
 	r := &remotes{
-		kube:      clients.Kube,
-		base:      clients.Config,
-		registry:  reg,
-		clock:     clk,
-		namespace: namespace,
-		enqueue:   enqueue,
+		kube:      opts.Kube,
+		base:      opts.Config,
+		registry:  opts.Registry,
+		clock:     opts.Clock,
+		namespace: opts.Namespace,
+		enqueue:   opts.Enqueue,
 		guard:     guard,
 		local:     local,
 		informers: map[string]*secretInformer{},
 		entries:   map[remoteKey]*remote{},
-		users:     map[cacheKey]*usage{},
+		users:     map[cache.ObjectName]*usage{},
 		access:    map[accessKey]accessCheck{},
 	}
-	if clients.Config != nil {
+	if opts.Config != nil {
 		// A metadata client for the Secret informers can only fail on a
 		// malformed configuration, which the other clients would have
 		// refused already; without one remote destinations report it.
-		r.md, _ = metadata.NewForConfig(clients.Config)
+		r.md, _ = metadata.NewForConfig(opts.Config)
 	}
 	return r
 }
@@ -207,7 +207,7 @@ func (r *remotes) wait() { r.wg.Wait() }
 // ServiceAccount vr acts as ("" for the operator), which must be allowed to
 // read the kubeconfig Secret vr names; trusted says whether vr's namespace
 // may use the operator's own cluster-kubeconfig Secrets.
-func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraResource, sa string, trusted bool) (*clusterClients, error) {
+func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha1.VidraResource, sa string, trusted bool) (*clusterClients, error) {
 	dst := vr.Spec.Destination
 	u := &usage{server: dst.Server}
 	if ref := dst.KubeconfigSecretRef; ref != nil {
@@ -264,11 +264,11 @@ func (r *remotes) resolve(ctx context.Context, key cacheKey, vr *v1alpha1.VidraR
 	// request: without asking, a cluster that is down, or hangs, would look
 	// fine. Ask when the breaker is open, when a person asked for this
 	// reconcile, and when the cluster has answered nothing for a while.
-	if cc.breaker.isOpen() || triggerOf(ctx) == TriggerRequested || !cc.breaker.answeredWithin(livenessWindow) {
+	if cc.breaker.isOpen() || probeRequested(ctx) || !cc.breaker.answeredWithin(livenessWindow) {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		_, err := cc.probe.Get().AbsPath("/version").Do(pctx).Raw()
 		cancel()
-		if err != nil && isUnreachable(err) {
+		if err != nil && IsUnreachable(err) {
 			return nil, err
 		}
 	}
@@ -370,11 +370,11 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 
 // use records how key finds its Secret and returns the informer of the
 // namespace to look in, starting it if needed.
-func (r *remotes) use(key cacheKey, u *usage) (*secretInformer, error) {
+func (r *remotes) use(key cache.ObjectName, u *usage) (*secretInformer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.md == nil {
-		return nil, errors.New("remote destinations need the operator's client configuration (Clients.Config)")
+		return nil, errors.New("remote destinations need the operator's client configuration (Options.Config)")
 	}
 	if u.secret == "" && r.namespace == "" {
 		return nil, errors.New("the operator's namespace is not set, so Secrets labelled " + legacyLabel + " cannot be looked up; set destination.kubeconfigSecretRef")
@@ -404,7 +404,7 @@ func (r *remotes) use(key cacheKey, u *usage) (*secretInformer, error) {
 
 // resolved records the entry key's lookup found, and lets go of the one it
 // found before, if nobody else uses it.
-func (r *remotes) resolved(key cacheKey, rk remoteKey) {
+func (r *remotes) resolved(key cache.ObjectName, rk remoteKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := r.users[key]
@@ -420,7 +420,7 @@ func (r *remotes) resolved(key cacheKey, rk remoteKey) {
 
 // release forgets key's use of a remote destination: it was deleted, or now
 // applies to the local cluster.
-func (r *remotes) release(key cacheKey) {
+func (r *remotes) release(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := r.users[key]
@@ -598,7 +598,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, newRESTMapper(dc, r.clock))
+	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, newMapper(dc, r.clock))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -610,7 +610,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 // they do not wait out a backoff grown during the outage.
 func (r *remotes) enqueueUsersOf(rk remoteKey) {
 	r.mu.Lock()
-	var keys []cacheKey
+	var keys []cache.ObjectName
 	for k, u := range r.users {
 		if u.resolved && u.remote == rk {
 			keys = append(keys, k)
@@ -627,7 +627,7 @@ func (r *remotes) enqueueUsersOf(rk remoteKey) {
 // informers with it.
 func (r *remotes) secretChanged(namespace, name string, labelled, deleted bool) {
 	r.mu.Lock()
-	var keys []cacheKey
+	var keys []cache.ObjectName
 	for k, u := range r.users {
 		if u.namespace == namespace && (u.secret == name || (u.secret == "" && labelled)) {
 			keys = append(keys, k)

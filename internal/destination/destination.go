@@ -1,4 +1,4 @@
-package controller
+package destination
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -27,30 +28,31 @@ import (
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
-// localCluster is the watch registry's name for the cluster Vidra runs in.
-const localCluster = ""
+// LocalCluster is the watch registry's name for the cluster Vidra runs in.
+const LocalCluster = ""
 
 // inClusterServer is how manifests name the cluster Vidra runs in.
 const inClusterServer = "https://kubernetes.default.svc"
 
 func newLimiter(qps float64, burst int) *rate.Limiter { return rate.NewLimiter(rate.Limit(qps), burst) }
 
-// destination is where one VidraResource's objects go, with the identity
-// that writes them.
-type destination struct {
-	// cluster keys the watch registry and the RESTMapper.
-	cluster string
-	// client reads and writes objects, impersonating the resource's
+// Target is where one VidraResource's objects go, with the identity that
+// writes them.
+type Target struct {
+	// Cluster keys the watch registry and the RESTMapper.
+	Cluster string
+	// Client reads and writes objects, impersonating the resource's
 	// ServiceAccount when it names one.
-	client dynamic.Interface
-	// meta sends the writes whose answer Vidra reads only the metadata of
+	Client dynamic.Interface
+	// Meta sends the writes whose answer Vidra reads only the metadata of
 	// (applies above all): the API server answers with the object's
 	// metadata, in protobuf where it can, which costs both sides far less
 	// than encoding and decoding the whole object as JSON.
-	meta   metadata.Interface
-	mapper *restMapper
-	// serviceAccount is the impersonated identity, for messages.
-	serviceAccount string
+	Meta   metadata.Interface
+	Mapper *Mapper
+	// ServiceAccount is the impersonated identity, namespace/name, or ""
+	// for the operator's own.
+	ServiceAccount string
 }
 
 // clusterClients are the clients of one destination cluster: the
@@ -62,7 +64,7 @@ type clusterClients struct {
 	config *rest.Config
 	client dynamic.Interface
 	meta   metadata.Interface
-	mapper *restMapper
+	mapper *Mapper
 	// breaker and probe are set for remote clusters only.
 	breaker *breaker
 	probe   rest.Interface
@@ -77,7 +79,7 @@ type impersonated struct {
 	meta   metadata.Interface
 }
 
-func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, mapper *restMapper) (*clusterClients, error) {
+func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, mapper *Mapper) (*clusterClients, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("clients of cluster %q: no client configuration", name)
 	}
@@ -88,54 +90,100 @@ func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, 
 	return &clusterClients{name: name, config: cfg, client: client, meta: md, mapper: mapper, impersonated: map[string]*impersonated{}}, nil
 }
 
-// destinations resolves the destination of each VidraResource: the local
-// cluster, or a remote one through a kubeconfig Secret, each with the
-// identity the resource asks for, or is allowed.
-type destinations struct {
-	local   *clusterClients
-	remotes *remotes
-	trust   trust
+// Options configure a Resolver.
+type Options struct {
+	// Kube, Dynamic and Config are the operator's clients of the cluster it
+	// runs in; impersonating clients derive from Config.
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Config  *rest.Config
+	// Registry is told of every destination cluster, so that it can watch
+	// objects there.
+	Registry *watchregistry.Registry[cache.ObjectName]
+	Clock    clock.Clock
+	// Namespace is the operator's own: legacy labelled kubeconfig Secrets
+	// are read there only.
+	Namespace string
+	// DefaultServiceAccount is impersonated for resources that name none.
+	DefaultServiceAccount string
+	// TrustedNamespaces may act with the operator's identity; nil means
+	// Namespace alone, AllNamespaces every namespace.
+	TrustedNamespaces []string
+	// Guard limits where remote destinations may lead.
+	Guard Guard
+	// Enqueue wakes a VidraResource whose destination changed (its
+	// kubeconfig Secret was edited, rotated or deleted).
+	Enqueue func(cache.ObjectName)
 }
 
-type cacheKey = cache.ObjectName
+// Resolver resolves the destination of each VidraResource: the local
+// cluster, or a remote one through a kubeconfig Secret, each with the
+// identity the resource asks for, or is allowed.
+type Resolver struct {
+	local     *clusterClients
+	remotes   *remotes
+	trust     trust
+	defaultSA string
+}
 
-func newDestinations(clients Clients, reg *watchregistry.Registry[cacheKey], clk clock.Clock, namespace string, trusted []string, guard RemoteGuard, enqueue func(cacheKey)) (*destinations, error) {
-	local, err := newClusterClients(localCluster, clients.Config, clients.Dynamic,
-		newRESTMapper(discovery.NewDiscoveryClient(clients.Kube.Discovery().RESTClient()), clk))
+// New builds a Resolver; Run starts the watches of kubeconfig Secrets it
+// needs.
+func New(opts Options) (*Resolver, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Enqueue == nil {
+		opts.Enqueue = func(cache.ObjectName) {}
+	}
+	local, err := newClusterClients(LocalCluster, opts.Config, opts.Dynamic,
+		newMapper(discovery.NewDiscoveryClient(opts.Kube.Discovery().RESTClient()), opts.Clock))
 	if err != nil {
 		return nil, err
 	}
-	reg.SetCluster(localCluster, clients.Dynamic, nil)
-	g, err := newRemoteGuard(guard)
+	opts.Registry.SetCluster(LocalCluster, opts.Dynamic, nil)
+	g, err := newRemoteGuard(opts.Guard)
 	if err != nil {
 		return nil, err
 	}
-	d := &destinations{local: local, trust: newTrust(trusted, namespace)}
-	d.remotes = newRemotes(clients, reg, clk, namespace, g, local, enqueue)
+	d := &Resolver{local: local, trust: newTrust(opts.TrustedNamespaces, opts.Namespace), defaultSA: opts.DefaultServiceAccount}
+	d.remotes = newRemotes(opts, g, local)
 	return d, nil
 }
 
-// resolve returns the destination of vr. The identity is decided first, so
+// Run starts the Secret informers of remote destinations on demand, under
+// ctx, and returns once ctx has ended and they have all stopped.
+func (d *Resolver) Run(ctx context.Context) {
+	d.remotes.start(ctx)
+	<-ctx.Done()
+	d.remotes.wait()
+}
+
+// Local is the cluster Vidra runs in, with the operator's own identity.
+func (d *Resolver) Local() *Target {
+	return &Target{Cluster: LocalCluster, Client: d.local.client, Meta: d.local.meta, Mapper: d.local.mapper}
+}
+
+// Resolve returns the destination of vr. The identity is decided first, so
 // that a resource that may not act at all contacts nothing. A remote
 // destination that cannot be used (its Secret missing or unreadable by the
 // resource's identity, its kubeconfig bad, its server unreachable) is an
 // error: it is never silently replaced by the local cluster.
-func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, defaultSA string) (*destination, error) {
+func (d *Resolver) Resolve(ctx context.Context, vr *v1alpha1.VidraResource) (*Target, error) {
 	key := cache.MetaObjectToName(vr)
-	sa, err := actingServiceAccount(vr.Namespace, vr.Spec.ServiceAccountName, defaultSA, d.trust)
+	sa, err := actingServiceAccount(vr.Namespace, vr.Spec.ServiceAccountName, d.defaultSA, d.trust)
 	if err != nil {
 		d.remotes.release(key)
 		return nil, err
 	}
 	cc := d.local
-	if vr.Spec.Destination.KubeconfigSecretRef != nil || !isLocalServer(vr.Spec.Destination.Server) {
+	if vr.Spec.Destination.KubeconfigSecretRef != nil || !IsLocalServer(vr.Spec.Destination.Server) {
 		if cc, err = d.remotes.resolve(ctx, key, vr, sa, d.trust.trusts(vr.Namespace)); err != nil {
 			return nil, err
 		}
 	} else {
 		d.remotes.release(key)
 	}
-	dest := &destination{cluster: cc.name, client: cc.client, meta: cc.meta, mapper: cc.mapper}
+	dest := &Target{Cluster: cc.name, Client: cc.client, Meta: cc.meta, Mapper: cc.mapper}
 	if sa == "" {
 		return dest, nil
 	}
@@ -143,9 +191,25 @@ func (d *destinations) resolve(ctx context.Context, vr *v1alpha1.VidraResource, 
 	if err != nil {
 		return nil, err
 	}
-	dest.client, dest.meta, dest.serviceAccount = as.client, as.meta, vr.Namespace+"/"+sa
+	dest.Client, dest.Meta, dest.ServiceAccount = as.client, as.meta, vr.Namespace+"/"+sa
 	return dest, nil
 }
+
+// Release forgets what was held for a VidraResource that is gone: its use
+// of a kubeconfig Secret, and the clients and watches of a remote cluster
+// nobody else uses.
+func (d *Resolver) Release(key cache.ObjectName) { d.remotes.release(key) }
+
+// probeKey marks a context whose Resolve checks that a remote destination
+// answers, even when it did so recently.
+type probeKey struct{}
+
+// WithProbe asks Resolve, under the returned context, to check that a remote
+// destination answers before it is used: a reconcile a person requested
+// must not report an outage as success, nor hang on a silent server.
+func WithProbe(ctx context.Context) context.Context { return context.WithValue(ctx, probeKey{}, true) }
+
+func probeRequested(ctx context.Context) bool { b, _ := ctx.Value(probeKey{}).(bool); return b }
 
 // trust is the set of namespaces whose VidraResources may act with the
 // operator's own identity (--trusted-namespaces).
@@ -230,16 +294,16 @@ type refusedError struct {
 
 func (e *refusedError) Error() string { return e.msg }
 
-// isRefused reports whether err refuses the resource's identity outright,
+// IsRefused reports whether err refuses the resource's identity outright,
 // so that it never acted and has nothing to clean up with it.
-func isRefused(err error) bool {
+func IsRefused(err error) bool {
 	var r *refusedError
 	return errors.As(err, &r) && r.reason == v1alpha1.ReasonServiceAccountRequired
 }
 
-// destinationFailure maps an error of resolve to the condition reason it
+// Failure maps an error of resolve to the condition reason it
 // reports and whether a retry may fix it.
-func destinationFailure(err error) (reason string, retry bool) {
+func Failure(err error) (reason string, retry bool) {
 	var r *refusedError
 	if errors.As(err, &r) {
 		return r.reason, false
@@ -250,9 +314,6 @@ func destinationFailure(err error) (reason string, retry bool) {
 	}
 	return v1alpha1.ReasonDestinationError, true
 }
-
-// release forgets what was held for a VidraResource that is gone.
-func (d *destinations) release(key cacheKey) { d.remotes.release(key) }
 
 // as returns a client acting as ServiceAccount namespace/name of the
 // cluster. Every request of a resource that names a ServiceAccount goes
@@ -289,11 +350,11 @@ func (cc *clusterClients) as(namespace, name string) (*impersonated, error) {
 	return c, nil
 }
 
-// restMapper maps kinds to resources through discovery, refreshing on a miss
+// Mapper maps kinds to resources through discovery, refreshing on a miss
 // (a CRD created since the last refresh) at most once per second, so that a
 // manifest with an unknown kind retried by many resources does not turn into
 // a discovery storm.
-type restMapper struct {
+type Mapper struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	clock  clock.Clock
 
@@ -301,13 +362,13 @@ type restMapper struct {
 	lastReset time.Time
 }
 
-func newRESTMapper(dc discovery.DiscoveryInterface, clk clock.Clock) *restMapper {
-	return &restMapper{mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), clock: clk}
+func newMapper(dc discovery.DiscoveryInterface, clk clock.Clock) *Mapper {
+	return &Mapper{mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), clock: clk}
 }
 
-func (m *restMapper) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	mp, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil && (meta.IsNoMatchError(err)) && m.refresh(false) {
+	if err != nil && (meta.IsNoMatchError(err)) && m.Refresh(false) {
 		mp, err = m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	return mp, err
@@ -315,7 +376,7 @@ func (m *restMapper) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, er
 
 // refresh drops the discovery cache; force skips the rate limit, for when a
 // CRD was just established.
-func (m *restMapper) refresh(force bool) bool {
+func (m *Mapper) Refresh(force bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
@@ -327,8 +388,8 @@ func (m *restMapper) refresh(force bool) bool {
 	return true
 }
 
-func (m *restMapper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	mp, err := m.mapping(gvk)
+func (m *Mapper) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	mp, err := m.Mapping(gvk)
 	if err != nil {
 		return false, err
 	}

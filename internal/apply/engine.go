@@ -1,0 +1,211 @@
+package apply
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/destination"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
+	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Registry caches the managed objects the engine reads, and is told of
+	// every write the engine makes so that it does not wake the writer.
+	Registry *watchregistry.Registry[cache.ObjectName]
+	// Owners and Vidra find the VidraResource an object's marks name: the
+	// cache first, the API server when the cache does not hold it.
+	Owners listers.VidraResourceLister
+	Vidra  versioned.Interface
+	// Recorder records the Events of hand-overs; nil discards them.
+	Recorder record.EventRecorder
+	// Enqueue wakes a VidraResource an object was handed over to.
+	Enqueue func(cache.ObjectName)
+	// Registerer receives the engine's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	Clock      clock.Clock
+}
+
+// Engine applies VidraResources' manifests with server-side apply: it
+// applies each object, compares live objects with desired ones from the
+// watch registry's caches, takes back hand edits, prunes what left a
+// manifest, and remembers between passes what it applied.
+type Engine struct {
+	registry *watchregistry.Registry[cache.ObjectName]
+	owners   listers.VidraResourceLister
+	vidra    versioned.Interface
+	recorder record.EventRecorder
+	enqueue  func(cache.ObjectName)
+	metrics  *metrics
+	clock    clock.Clock
+	parsed   *parseCache
+
+	mu     sync.Mutex
+	states map[cache.ObjectName]*resourceState
+}
+
+// New builds an Engine.
+func New(opts Options) *Engine {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = &record.FakeRecorder{}
+	}
+	if opts.Enqueue == nil {
+		opts.Enqueue = func(cache.ObjectName) {}
+	}
+	return &Engine{
+		registry: opts.Registry,
+		owners:   opts.Owners,
+		vidra:    opts.Vidra,
+		recorder: opts.Recorder,
+		enqueue:  opts.Enqueue,
+		metrics:  newMetrics(opts.Registerer),
+		clock:    opts.Clock,
+		parsed:   newParseCache(),
+		states:   map[cache.ObjectName]*resourceState{},
+	}
+}
+
+// Forget drops everything the engine holds for a VidraResource that is
+// gone: what it applied, its claims, its parsed manifest.
+func (e *Engine) Forget(key cache.ObjectName) {
+	e.parsed.forget(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.states, key)
+}
+
+// Pass is one reconcile's work on the objects of one VidraResource: what it
+// is given, and what it did (Out).
+type Pass struct {
+	VR *v1alpha1.VidraResource
+	// Target is where the objects go; nil until the destination resolved.
+	Target *destination.Target
+	// Inventory is the resource's inventory on Target's cluster:
+	// status.managedResources, or nothing once the objects of a previous
+	// destination have been let go (Leave).
+	Inventory []v1alpha1.ManagedResource
+	Out       Outcome
+
+	key       cache.ObjectName
+	st        *resourceState
+	overrides []string
+	// claims are the objects found owned by another live VidraResource.
+	claims []ObjectKey
+}
+
+// NewPass starts a pass over vr's objects. overrides are the field managers
+// whose edits are taken back (config overrideManagers).
+func (e *Engine) NewPass(vr *v1alpha1.VidraResource, overrides []string) *Pass {
+	key := cache.MetaObjectToName(vr)
+	return &Pass{VR: vr, Inventory: vr.Status.ManagedResources, key: key, st: e.stateFor(key, vr.UID), overrides: overrides,
+		Out: Outcome{Inventory: vr.Status.ManagedResources}}
+}
+
+// Contended lists, sorted, the objects of the pass's resource another writer
+// keeps changing back, and forgets corrections that left the window.
+func (p *Pass) Contended(now time.Time) []string { return p.st.contended(now) }
+
+// Outcome is what a pass did and what went wrong.
+type Outcome struct {
+	// Recreated counts objects deleted and created again (spec.force),
+	// among Created.
+	Changed, Created, Configured, Recreated int
+	// Drifted describes the objects restored; DriftDeleted and DriftEdited
+	// count them among Created and Configured.
+	Drifted                   []string
+	DriftDeleted, DriftEdited int
+	Pruned                    []string
+	// Released are objects that left the manifest and stay, without
+	// Vidra's marks (spec.prune false).
+	Released []string
+	Errs     []*ObjectError
+	// Inventory is the status.managedResources to write.
+	Inventory []v1alpha1.ManagedResource
+}
+
+// Retryable reports whether the pass failed, and every failure may go away
+// on a retry.
+func (o *Outcome) Retryable() bool {
+	for _, e := range o.Errs {
+		if !e.Retry {
+			return false
+		}
+	}
+	return len(o.Errs) > 0
+}
+
+// Fail adds a failure that concerns the whole resource (Index -1).
+func (o *Outcome) Fail(reason string, retry bool, err error) {
+	o.Errs = append(o.Errs, &ObjectError{Index: -1, Reason: reason, Retry: retry, Err: err})
+}
+
+func (e *Engine) event(vr *v1alpha1.VidraResource, warning bool, reason, format string, args ...any) {
+	t := corev1.EventTypeNormal
+	if warning {
+		t = corev1.EventTypeWarning
+	}
+	e.recorder.Eventf(vr, t, reason, format, args...)
+}
+
+// ObjectKey identifies a managed object across API versions of its group.
+type ObjectKey struct {
+	group, kind, namespace, name string
+}
+
+func keyOf(u *unstructured.Unstructured) ObjectKey {
+	gvk := u.GroupVersionKind()
+	return ObjectKey{group: gvk.Group, kind: gvk.Kind, namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+func (k ObjectKey) String() string {
+	if k.namespace == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.namespace + "/" + k.name
+}
+
+// InventoryNames lists the objects of an inventory, for messages.
+func InventoryNames(items []v1alpha1.ManagedResource) string {
+	names := make([]string, len(items))
+	for i, m := range items {
+		names[i] = inventoryKey(m).String()
+	}
+	return strings.Join(names, ", ")
+}
+
+func managedResource(u interface {
+	GetAPIVersion() string
+	GetKind() string
+	GetNamespace() string
+	GetName() string
+}) v1alpha1.ManagedResource {
+	return v1alpha1.ManagedResource{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func inventoryKey(m v1alpha1.ManagedResource) ObjectKey {
+	gv, _ := schema.ParseGroupVersion(m.APIVersion)
+	return ObjectKey{group: gv.Group, kind: m.Kind, namespace: m.Namespace, name: m.Name}
+}
+
+func inventorySet(items []v1alpha1.ManagedResource) map[ObjectKey]bool {
+	set := make(map[ObjectKey]bool, len(items))
+	for _, m := range items {
+		set[inventoryKey(m)] = true
+	}
+	return set
+}

@@ -1,0 +1,32 @@
+package apply
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the engine's Prometheus metrics: what it wrote, and why.
+type metrics struct {
+	DriftCorrections *prometheus.CounterVec
+	Applies          *prometheus.CounterVec
+	Prunes           *prometheus.CounterVec
+}
+
+// newMetrics creates the metrics and registers them with reg, when not nil.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		DriftCorrections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vidra_drift_corrections_total",
+			Help: "Managed objects put back after they were changed or deleted by someone else, by kind.",
+		}, []string{"kind"}),
+		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vidra_applies_total",
+			Help: "Server-side apply requests, by result.",
+		}, []string{"result"}),
+		Prunes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vidra_prunes_total",
+			Help: "Managed objects deleted because they left the manifest or their VidraResource was deleted, by result.",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.DriftCorrections, m.Applies, m.Prunes)
+	}
+	return m
+}

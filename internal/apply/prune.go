@@ -1,0 +1,280 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/destination"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// letGoResult is what letGo did with one object.
+type letGoResult int
+
+const (
+	// nothingToLetGo: nothing of this resource's was there (the object is
+	// gone, its kind no longer exists, or it is someone else's).
+	nothingToLetGo letGoResult = iota
+	// deleted: the object was deleted, or is being deleted.
+	deleted
+	// released: Vidra's marks were removed; the object stays.
+	released
+	// handedOver: another VidraResource declares the object, and now owns
+	// it.
+	handedOver
+)
+
+// prune deletes (or, with spec.prune false, releases) the objects of the
+// inventory that left the manifest. Only objects that still carry this
+// resource's owner-uid label are touched, and a Namespace or CRD is deleted
+// only when the resource allows it. It returns the inventory entries it
+// could not settle, to be kept and tried again.
+func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bool) []v1alpha1.ManagedResource {
+	var kept []v1alpha1.ManagedResource
+	doPrune := pass.VR.Spec.Prune == nil || *pass.VR.Spec.Prune
+	for _, m := range pass.Inventory {
+		key := inventoryKey(m)
+		if desired[key] {
+			continue
+		}
+		if doPrune && holdsOthers(key) && !pass.VR.Spec.PruneNamespacesAndCRDs && !e.claimed(pass.Target.Cluster, key, pass.VR.UID) {
+			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneRefused,
+				Err: fmt.Errorf("left the manifest but was not deleted: deleting a %s deletes everything in it, whoever owns it; set spec.pruneNamespacesAndCRDs to true to let Vidra delete it, or delete it by hand and Vidra forgets it", key.kind)})
+			kept = append(kept, m)
+			continue
+		}
+		what, err := e.letGo(ctx, pass.Target, pass.VR, m, doPrune)
+		if err != nil {
+			e.metrics.Prunes.WithLabelValues("error").Inc()
+			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneFailed, Retry: true, Err: err})
+			kept = append(kept, m)
+			continue
+		}
+		switch what {
+		case deleted:
+			e.metrics.Prunes.WithLabelValues("success").Inc()
+			pass.Out.Pruned = append(pass.Out.Pruned, key.String())
+		case released:
+			pass.Out.Released = append(pass.Out.Released, key.String())
+		}
+		if what != nothingToLetGo {
+			pass.Out.Changed++
+		}
+	}
+	return kept
+}
+
+// claimed reports whether another live VidraResource declares the object,
+// which letGo then hands over rather than deletes.
+func (e *Engine) claimed(cluster string, key ObjectKey, uid types.UID) bool {
+	_, ok := e.claimant(cluster, key, uid)
+	return ok
+}
+
+// holdsOthers reports the kinds whose deletion deletes other objects, which
+// need not be Vidra's: a Namespace takes its objects along, a
+// CustomResourceDefinition its custom resources.
+func holdsOthers(k ObjectKey) bool {
+	return (k.group == "" && k.kind == "Namespace") || (k.group == "apiextensions.k8s.io" && k.kind == "CustomResourceDefinition")
+}
+
+// letGo deletes one managed object (del) or strips Vidra's marks from it.
+// When another live VidraResource declares the object, it is handed over to
+// that resource instead, whatever del says: deleting it would take it from
+// under its other declarer, and stripping the marks would leave it
+// unmanaged, which that resource must not adopt.
+func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, del bool) (letGoResult, error) {
+	gv, err := schema.ParseGroupVersion(m.APIVersion)
+	if err != nil {
+		return nothingToLetGo, nil
+	}
+	mapping, err := dest.Mapper.Mapping(gv.WithKind(m.Kind))
+	if meta.IsNoMatchError(err) {
+		// The kind is gone (its CRD was deleted), and its objects with it.
+		return nothingToLetGo, nil
+	}
+	if err != nil {
+		return nothingToLetGo, fmt.Errorf("map %s: %w", inventoryKey(m), err)
+	}
+	client := dest.Client.Resource(mapping.Resource).Namespace(m.Namespace)
+	live, err := client.Get(ctx, m.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nothingToLetGo, nil
+	}
+	if err != nil {
+		return nothingToLetGo, fmt.Errorf("read %s: %w", inventoryKey(m), err)
+	}
+	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) {
+		return nothingToLetGo, nil
+	}
+	logger := klog.FromContext(ctx).WithValues("object", inventoryKey(m).String())
+	if live.GetDeletionTimestamp() == nil {
+		if to, ok := e.claimant(dest.Cluster, inventoryKey(m), vr.UID); ok {
+			if err := handOver(ctx, client, live, to); err != nil {
+				return nothingToLetGo, err
+			}
+			logger.Info("Handed object over to another VidraResource that declares it", "to", to.Namespace+"/"+to.Name)
+			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", inventoryKey(m), to.Namespace, to.Name)
+			e.enqueue(cache.ObjectName{Namespace: to.Namespace, Name: to.Name})
+			return handedOver, nil
+		}
+	}
+	if !del {
+		logger.V(2).Info("Releasing object")
+		return released, stripMarks(ctx, client, live.GetKind(), live.GetName())
+	}
+	if live.GetDeletionTimestamp() != nil {
+		return deleted, nil
+	}
+	logger.V(2).Info("Deleting object")
+	e.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, m.Namespace, m.Name)
+	uid := live.GetUID()
+	bg := metav1.DeletePropagationBackground
+	err = client.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nothingToLetGo, fmt.Errorf("delete %s: %w", inventoryKey(m), err)
+	}
+	return deleted, nil
+}
+
+// handOver rewrites the marks of live to name the VidraResource to, in one
+// patch guarded by the resourceVersion read: the object is never without an
+// owner, never deleted, and keeps its UID. The new owner's next apply,
+// under the same field manager, owns its fields from then on.
+func handOver(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured, to *v1alpha1.VidraResource) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": live.GetResourceVersion(),
+		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID)},
+		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: to.Namespace + "/" + to.Name},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.HandoverFieldManager})
+	if err != nil {
+		return fmt.Errorf("hand %s %s over to VidraResource %s/%s: %w", live.GetKind(), live.GetName(), to.Namespace, to.Name, err)
+	}
+	return nil
+}
+
+// stripMarks removes Vidra's labels and annotation, so that the object is
+// left to whoever manages it next and no Vidra watch sees it any more. Its
+// field manager is not Vidra's apply manager, so the released object never
+// looks like one Vidra applied and keeps.
+func stripMarks(ctx context.Context, client dynamic.ResourceInterface, kind, name string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil},
+		"annotations": map[string]any{v1alpha1.OwnedByAnnotation: nil},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.ReleaseFieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release %s %s: %w", kind, name, err)
+	}
+	return nil
+}
+
+// Leave prunes (or, with spec.prune false, releases) pass.Inventory on
+// target, the cluster the resource's objects were on before its
+// spec.destination moved; old is the resource aimed at that cluster. It
+// returns false when it could not settle every object: the failures are in
+// pass.Out.Errs and the objects left in pass.Out.Inventory, to be tried
+// again. On success the pass's inventory is empty, and what the engine
+// remembered of applies there is forgotten.
+func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResource, target *destination.Target) bool {
+	leave := &Pass{VR: old, Target: target, Inventory: pass.Inventory, key: pass.key, st: pass.st, overrides: pass.overrides}
+	kept := e.prune(ctx, leave, nil)
+	pass.Out.Pruned = append(pass.Out.Pruned, leave.Out.Pruned...)
+	pass.Out.Released = append(pass.Out.Released, leave.Out.Released...)
+	pass.Out.Changed += leave.Out.Changed
+	if len(leave.Out.Errs) > 0 {
+		pass.Out.Errs = append(pass.Out.Errs, leave.Out.Errs...)
+		pass.Out.Inventory = kept
+		return false
+	}
+	// Records of applies there say nothing of the new cluster's objects.
+	clear(pass.st.applied)
+	clear(pass.st.unmanaged)
+	pass.Inventory, pass.Out.Inventory = nil, nil
+	return true
+}
+
+// Cleanup deletes (del) or releases every object of vr on target, for the
+// finalizer: its inventory and, with declared, the objects its manifest
+// declares, which a first reconcile interrupted before its status write may
+// have applied without recording them. Objects in a namespace being deleted
+// are left to that deletion, which waits for them. It returns the number of
+// deletions still in progress, and the inventory entries it failed on with
+// their errors.
+func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending int, failed []v1alpha1.ManagedResource, err error) {
+	items := slices.Clone(vr.Status.ManagedResources)
+	if objs, errs := e.parsed.parse(cache.MetaObjectToName(vr), vr); len(errs) == 0 && declared {
+		inv := inventorySet(items)
+		for _, o := range objs {
+			u := mark(o.Object, vr)
+			if u.GetNamespace() == "" {
+				if ns, err := target.Mapper.Namespaced(u.GroupVersionKind()); err == nil && ns {
+					u.SetNamespace(DefaultNamespace(vr))
+				}
+			}
+			if !inv[keyOf(u)] {
+				items = append(items, managedResource(u))
+			}
+		}
+	}
+	var errs []error
+	terminating := namespacesTerminating(ctx, target)
+	for _, m := range items {
+		if del && m.Namespace != "" && terminating(m.Namespace) {
+			continue
+		}
+		what, err := e.letGo(ctx, target, vr, m, del)
+		if err != nil {
+			errs = append(errs, err)
+			failed = append(failed, m)
+			continue
+		}
+		if what == deleted {
+			pending++
+		}
+	}
+	return pending, failed, errors.Join(errs...)
+}
+
+// namespacesTerminating returns a test of whether a namespace of the
+// destination is being deleted, which reads each namespace once. A
+// namespace that cannot be read (an impersonated ServiceAccount may not
+// read namespaces) counts as not terminating: its objects are deleted and
+// waited for as any.
+func namespacesTerminating(ctx context.Context, target *destination.Target) func(string) bool {
+	seen := map[string]bool{}
+	return func(ns string) bool {
+		t, ok := seen[ns]
+		if !ok {
+			obj, err := target.Client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
+			t = err == nil && obj.GetDeletionTimestamp() != nil
+			seen[ns] = t
+		}
+		return t
+	}
+}

@@ -1,0 +1,142 @@
+package apply
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// Contention: an object edited back this many times within the window has
+// another writer fighting Vidra over it.
+const (
+	contentionEdits  = 3
+	contentionWindow = 2 * time.Minute
+)
+
+// resourceState is what the engine remembers of one VidraResource
+// between reconciles. Only the worker holding the key touches it: the queue
+// never hands one key to two workers at once.
+type resourceState struct {
+	uid types.UID
+	// applied remembers, per object, the resourceVersion Vidra's last apply
+	// produced and the hash of what it applied: while both match, the object
+	// is in sync without comparing it field by field.
+	applied map[ObjectKey]appliedRecord
+	// unmanaged remembers objects found to exist without Vidra's marks,
+	// which the label-scoped caches cannot show.
+	unmanaged map[ObjectKey]bool
+	// edits remembers recent corrections of edited objects, to tell a
+	// one-off hand edit from another writer that keeps changing a field
+	// Vidra owns.
+	edits map[ObjectKey]*editHistory
+	// claims are the objects of this resource's manifest that another live
+	// VidraResource owns, on the cluster named by claimsCluster: when that
+	// owner lets one go, it hands it over here instead of deleting it.
+	// Unlike the rest, they are read by other keys' workers, under the
+	// engine's mu.
+	claims        map[ObjectKey]bool
+	claimsCluster string
+}
+
+type editHistory struct {
+	times  []time.Time
+	writer string
+}
+
+// corrected records that Vidra restored an object someone edited.
+func (st *resourceState) corrected(key ObjectKey, writer string, now time.Time) {
+	if st.edits == nil {
+		st.edits = map[ObjectKey]*editHistory{}
+	}
+	h := st.edits[key]
+	if h == nil {
+		h = &editHistory{}
+		st.edits[key] = h
+	}
+	h.times = append(h.times, now)
+	h.writer = writer
+}
+
+// contended lists, sorted, the objects another writer keeps changing, and
+// forgets corrections that left the window.
+func (st *resourceState) contended(now time.Time) []string {
+	var out []string
+	for key, h := range st.edits {
+		h.times = slices.DeleteFunc(h.times, func(t time.Time) bool { return now.Sub(t) > contentionWindow })
+		if len(h.times) == 0 {
+			delete(st.edits, key)
+			continue
+		}
+		if len(h.times) >= contentionEdits {
+			out = append(out, fmt.Sprintf("%s was changed by %s %d times in %s; Vidra restores it each time (remove the field from the manifest, or stop the other writer)",
+				key, h.writer, len(h.times), contentionWindow))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+type appliedRecord struct {
+	hash uint64
+	rv   string
+}
+
+func (e *Engine) stateFor(key cache.ObjectName, uid types.UID) *resourceState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.states[key]
+	if st == nil || st.uid != uid {
+		st = &resourceState{uid: uid, applied: map[ObjectKey]appliedRecord{}, unmanaged: map[ObjectKey]bool{}}
+		e.states[key] = st
+	}
+	return st
+}
+
+// setClaims records the objects of r's manifest that another resource owns,
+// replacing those of the previous reconcile: a resource that no longer
+// declares an object, or owns it now, has no claim on it.
+func (e *Engine) setClaims(r *Pass) {
+	var claims map[ObjectKey]bool
+	if len(r.claims) > 0 {
+		claims = make(map[ObjectKey]bool, len(r.claims))
+		for _, k := range r.claims {
+			claims[k] = true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r.st.claims = claims
+	if r.Target != nil {
+		r.st.claimsCluster = r.Target.Cluster
+	}
+}
+
+// claimant returns a live VidraResource, other than the one of uid, that
+// declares the object of key on cluster and found it owned by another, or
+// false when there is none.
+func (e *Engine) claimant(cluster string, key ObjectKey, uid types.UID) (*v1alpha1.VidraResource, bool) {
+	e.mu.Lock()
+	candidates := map[cache.ObjectName]types.UID{}
+	for k, st := range e.states {
+		if st.uid != uid && st.claimsCluster == cluster && st.claims[key] {
+			candidates[k] = st.uid
+		}
+	}
+	e.mu.Unlock()
+	// In a stable order, so that of several claimants the same one wins on
+	// every try.
+	for _, k := range slices.SortedFunc(maps.Keys(candidates), func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) }) {
+		vr, err := e.owners.VidraResources(k.Namespace).Get(k.Name)
+		if err == nil && vr.UID == candidates[k] && vr.DeletionTimestamp == nil && !vr.Spec.Suspend {
+			return vr, true
+		}
+	}
+	return nil, false
+}

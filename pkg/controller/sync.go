@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/destination"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// forget drops everything held for a VidraResource that is gone.
+func (c *Controller) forget(key cache.ObjectName) {
+	c.registry.Forget(key)
+	c.dests.Release(key)
+	c.engine.Forget(key)
+}
+
+// syncResult tells processNextWorkItem when to come back.
+type syncResult struct {
+	requeueAfter   time.Duration
+	requeueTrigger Trigger
+	conflict       bool
+}
+
+// sync reconciles one VidraResource. It returns an error to be retried with
+// backoff; failures a retry cannot fix are reported in status and return nil.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult, error) {
+	cached, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.forget(key)
+		return syncResult{}, nil
+	}
+	if err != nil {
+		return syncResult{}, err
+	}
+	vr := cached.DeepCopy()
+	if vr.DeletionTimestamp != nil {
+		return c.finalize(ctx, key, vr)
+	}
+	if !slices.Contains(vr.Finalizers, v1alpha1.Finalizer) {
+		if vr, err = c.setFinalizer(ctx, vr, true); err != nil {
+			return syncResult{}, err
+		}
+	}
+	if vr.Spec.Suspend {
+		c.registry.Forget(key)
+		return syncResult{}, c.writeSuspended(ctx, vr)
+	}
+
+	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
+	inventoryCluster := c.reconcile(ctx, pass)
+	c.explainMissingServiceAccount(ctx, pass)
+	c.engine.Finish(pass)
+	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
+	for _, e := range pass.Out.Errs {
+		res.conflict = res.conflict || e.Conflict
+	}
+	if err := c.writeStatus(ctx, pass, inventoryCluster); err != nil {
+		return res, err
+	}
+	if pass.Out.Retryable() {
+		errs := make([]error, len(pass.Out.Errs))
+		for i, e := range pass.Out.Errs {
+			errs[i] = e
+		}
+		return res, errors.Join(errs...)
+	}
+	return res, nil
+}
+
+// reconcile is the level-triggered core: where the objects go, then the
+// apply engine's pass from the manifest to the cluster. It returns the
+// cluster the inventory it leaves in pass.Out is on, for
+// status.inventoryCluster.
+func (c *Controller) reconcile(ctx context.Context, pass *apply.Pass) *v1alpha1.ClusterReference {
+	vr := pass.VR
+	if !c.leavePreviousCluster(ctx, pass) {
+		return vr.Status.InventoryCluster
+	}
+	target, err := c.dests.Resolve(ctx, vr)
+	if err != nil {
+		reason, retry := destination.Failure(err)
+		pass.Out.Fail(reason, retry, err)
+		return destinationRef(vr)
+	}
+	pass.Target = target
+	c.engine.Apply(ctx, pass)
+	return destinationRef(vr)
+}
+
+// destinationRef is the cluster of spec.destination, as
+// status.inventoryCluster records it: the local cluster has no server.
+func destinationRef(vr *v1alpha1.VidraResource) *v1alpha1.ClusterReference {
+	ref := &v1alpha1.ClusterReference{KubeconfigSecretRef: vr.Spec.Destination.KubeconfigSecretRef.DeepCopy()}
+	if !destination.IsLocalServer(vr.Spec.Destination.Server) {
+		ref.Server = vr.Spec.Destination.Server
+	}
+	return ref
+}
+
+// previousDestination returns vr aimed at the cluster its inventory is on,
+// and whether that is another cluster than spec.destination's. An inventory
+// without a cluster (written before Vidra recorded one) is on the current
+// destination.
+func previousDestination(vr *v1alpha1.VidraResource) (*v1alpha1.VidraResource, bool) {
+	prev := vr.Status.InventoryCluster
+	if prev == nil || len(vr.Status.ManagedResources) == 0 || equality.Semantic.DeepEqual(prev, destinationRef(vr)) {
+		return vr, false
+	}
+	old := vr.DeepCopy()
+	old.Spec.Destination.Server = prev.Server
+	old.Spec.Destination.KubeconfigSecretRef = prev.KubeconfigSecretRef.DeepCopy()
+	return old, true
+}
+
+// leavePreviousCluster prunes (or, with prune false, releases) the
+// inventory on the cluster it is on when spec.destination has moved to
+// another, so that the objects there are not forgotten. Objects it cannot
+// settle stay in the inventory, with their cluster, and the reconcile stops
+// there, to be retried with backoff: it returns false. When the previous
+// cluster's kubeconfig Secret is gone, nothing can reach its objects again:
+// they are left behind with a Warning Event.
+func (c *Controller) leavePreviousCluster(ctx context.Context, pass *apply.Pass) bool {
+	old, moved := previousDestination(pass.VR)
+	if !moved {
+		return true
+	}
+	logger := klog.FromContext(ctx).WithValues("previousServer", old.Spec.Destination.Server)
+	target, err := c.dests.Resolve(ctx, old)
+	switch {
+	case err != nil && destination.IsSecretGone(err):
+		c.event(pass.VR, true, "LeftBehind", "The destination moved and the previous one cannot be reached any more (%v); left behind there: %s",
+			err, truncate(apply.InventoryNames(pass.Inventory)))
+		pass.Inventory, pass.Out.Inventory = nil, nil
+		return true
+	case err != nil:
+		pass.Out.Fail(v1alpha1.ReasonDestinationError, true,
+			fmt.Errorf("spec.destination moved; the objects on the previous destination are cleaned up first, which failed (retrying): %w", err))
+		return false
+	}
+	n := len(pass.Inventory)
+	if !c.engine.Leave(ctx, pass, old, target) {
+		return false
+	}
+	logger.Info("Left the previous destination", "objects", n)
+	return true
+}
+
+// setFinalizer adds or removes Vidra's finalizer with a merge patch that
+// carries the resourceVersion read, so it fails rather than overwrite a
+// concurrent change of the list.
+func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResource, add bool) (*v1alpha1.VidraResource, error) {
+	finalizers := slices.DeleteFunc(slices.Clone(vr.Finalizers), func(f string) bool { return f == v1alpha1.Finalizer })
+	if add {
+		finalizers = append(finalizers, v1alpha1.Finalizer)
+	}
+	// An empty list is null in a merge patch: it removes the field.
+	var list any = finalizers
+	if len(finalizers) == 0 {
+		list = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": vr.ResourceVersion, "finalizers": list}})
+	if err != nil {
+		return nil, fmt.Errorf("encode finalizer patch of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	out, err := c.dests.Local().Meta.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(vr.Namespace).
+		Patch(ctx, vr.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FinalizerFieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("update finalizer of VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+	}
+	// The patch was guarded by the resourceVersion read, so the finalizers
+	// and the version are all that changed; the answer is metadata only.
+	vr = vr.DeepCopy()
+	vr.Finalizers, vr.ResourceVersion = out.Finalizers, out.ResourceVersion
+	return vr, nil
+}
+
+// explainMissingServiceAccount replaces the Forbidden errors of a reconcile
+// whose ServiceAccount does not exist with what is really wrong. The API
+// server refuses every request of an impersonated ServiceAccount that does
+// not exist as it refuses one without rights ("User ... cannot patch"),
+// which sends a person looking for a missing Role rather than a typo in
+// spec.serviceAccountName. It costs a read only when a write was refused.
+func (c *Controller) explainMissingServiceAccount(ctx context.Context, pass *apply.Pass) {
+	forbidden := func(e *apply.ObjectError) bool { return e.Reason == v1alpha1.ReasonForbidden }
+	t := pass.Target
+	if t == nil || t.ServiceAccount == "" || t.Cluster != destination.LocalCluster || !slices.ContainsFunc(pass.Out.Errs, forbidden) {
+		return
+	}
+	ns, name, _ := strings.Cut(t.ServiceAccount, "/")
+	if _, err := c.clients.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return
+	}
+	missing := &apply.ObjectError{Index: -1, Reason: v1alpha1.ReasonServiceAccountNotFound, Retry: true,
+		Err: fmt.Errorf("ServiceAccount %s does not exist, so every write as it is refused: create it and grant it the rights the manifest needs, or correct spec.serviceAccountName", t.ServiceAccount)}
+	pass.Out.Errs = append([]*apply.ObjectError{missing}, slices.DeleteFunc(pass.Out.Errs, forbidden)...)
+}
