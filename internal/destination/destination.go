@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -33,8 +32,6 @@ const LocalCluster = ""
 
 // inClusterServer is how manifests name the cluster Vidra runs in.
 const inClusterServer = "https://kubernetes.default.svc"
-
-func newLimiter(qps float64, burst int) *rate.Limiter { return rate.NewLimiter(rate.Limit(qps), burst) }
 
 // Target is where one VidraResource's objects go, with the identity that
 // writes them.

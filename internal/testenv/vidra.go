@@ -102,9 +102,6 @@ func StartVidra(opts VidraOptions) (*VidraProcess, error) {
 // PID is the operator's process ID.
 func (p *VidraProcess) PID() int { return p.proc.pid() }
 
-// Exited is closed once the process has exited.
-func (p *VidraProcess) Exited() <-chan struct{} { return p.proc.exited }
-
 // Alive reports whether the process still runs.
 func (p *VidraProcess) Alive() bool { return p.proc.alive() }
 

@@ -210,33 +210,6 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	return c, nil
 }
 
-// newQueue builds the work queue: fair between namespaces (fairQueue), and
-// every retry rate-limited.
-//
-// Per-item exponential backoff from 200ms to 5m: an unknown kind or an
-// unreachable destination is retried soon, then ever more patiently. A
-// bucket per namespace keeps a burst of failures (a CRD deleted under
-// hundreds of a tenant's resources) from hammering the API server, without
-// making other namespaces' retries wait behind it.
-func newQueue(storage *fairQueue, opts Options) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
-	name := "vidraresources"
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
-			newNamespaceBucketLimiter(20, 200),
-		),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
-			Clock: opts.Clock,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-				Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics,
-				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
-					Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics, Queue: storage,
-				}),
-			}),
-		},
-	)
-}
-
 // updateTrigger decides whether an update of a VidraResource needs a
 // reconcile. Status writes (Vidra's own above all) and metadata-only changes
 // such as the finalizer Vidra adds do not: reacting to them would loop.
