@@ -6,10 +6,12 @@
 // (cached per generation, parsecache.go), resolves kinds and namespaces,
 // marks each object with its owner (marks.go), applies CRDs and Namespaces
 // before the rest, tells the watch registry what to watch, and prunes what
-// left the inventory (prune.go). Each object is read from the watch
-// registry's caches and written only when it differs from the manifest
-// (compare.go) or carries a hand edit, which is taken back exactly from its
-// managed fields (managedfields.go). Leave and Cleanup let go of every object
+// left the inventory (prune.go). Each object (object.go) is read from the
+// watch registry's caches and written only when it differs from the
+// manifest (compare.go) or carries a hand edit, which is taken back exactly
+// from its managed fields (managedfields.go); an object in the way is
+// adopted only when its marks' owner is gone and Vidra applied it
+// (owner.go). Leave and Cleanup let go of every object
 // of a resource, when its destination moved or it is deleted.
 //
 // Between passes the Engine remembers, per resource, what it applied, which

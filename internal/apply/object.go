@@ -1,0 +1,301 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// applyObject brings one object to its desired state. It makes no request
+// when the cached live object already matches: either it is the very version
+// Vidra last applied, or every field the manifest sets has its value and no
+// hand edit owns a field.
+func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *ObjectError {
+	logger := klog.FromContext(ctx).WithValues("object", p.key.String())
+	fail := func(err error) *ObjectError { return classify(p, err) }
+
+	live, absent, err := e.readLive(ctx, pass, p)
+	if err != nil {
+		return fail(fmt.Errorf("read: %w", err))
+	}
+	hash := hashObject(p.obj)
+	if absent && pass.st.unmanaged[p.key] {
+		// Known to exist without Vidra's marks: one read tells whether it
+		// is still there, where the create-only apply would fail and read.
+		if live, _, err = e.getLive(ctx, pass, p); err != nil {
+			return fail(fmt.Errorf("read: %w", err))
+		}
+		absent = live == nil
+		if absent {
+			delete(pass.st.unmanaged, p.key)
+		}
+	}
+	if absent {
+		found, oerr := e.applyAbsent(ctx, pass, p, hash)
+		if found == nil {
+			return oerr
+		}
+		// The object exists after all, Vidra's own behind a cache that has
+		// not caught up: go on as for any live object.
+		live = found
+	} else if oerr := e.checkOwner(ctx, pass, live, p); oerr != nil {
+		return oerr
+	}
+	rec, known := pass.st.applied[p.key]
+	if live != nil {
+		hand := parseHandEdits(live.GetManagedFields(), pass.overrides)
+		edits := hand.managers()
+		switch {
+		case len(edits) > 0 && hand.coveredBy(p.obj.Object):
+			// The forced apply below takes every hand-edited field back.
+			logger.V(2).Info("Taking back a hand edit", "managers", edits)
+		case len(edits) > 0:
+			logger.V(2).Info("Taking back a hand edit", "managers", edits)
+			if keys, ok := hand.addedMetadataKeys(p.obj.Object); ok {
+				resp, err := e.removeKeys(ctx, pass, p, live, keys)
+				if err == nil && isSubset(p.obj.Object, resp.Object) {
+					e.applied(pass, p, live, resp.GetResourceVersion(), hash)
+					return nil
+				}
+				if err == nil {
+					live = resp
+				}
+				// A concurrent write, or more to restore: the general path.
+			}
+			if err := e.takeOver(ctx, pass, p, live); err != nil {
+				return fail(fmt.Errorf("take back fields of %s: %w", strings.Join(edits, ", "), err))
+			}
+		case known && rec.rv == live.GetResourceVersion() && rec.hash == hash:
+			p.applied = true
+			return nil
+		case isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash):
+			// Not after the manifest changed since Vidra's last apply: a field
+			// it dropped is still in live, so live contains the new object,
+			// and only an apply removes that field.
+			pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
+			p.applied = true
+			return nil
+		}
+	}
+
+	resp, err := applyMeta(ctx, pass, p, live)
+	if err != nil && isImmutable(err) && pass.VR.Spec.Force && live != nil {
+		logger.Info("Recreating object to change an immutable field (spec.force)")
+		if err := e.recreate(ctx, pass, p, live); err != nil {
+			return fail(err)
+		}
+		// From here on it is a creation, and counted as one.
+		live = nil
+		pass.Out.Recreated++
+		resp, err = applyMeta(ctx, pass, p, nil)
+	}
+	if err != nil {
+		e.metrics.Applies.WithLabelValues("error").Inc()
+		if isReplaced(err) {
+			// Deleted, or replaced by someone else, since it was read: the
+			// retry reads it again.
+			return fail(fmt.Errorf("changed while Vidra applied it, retrying: %w", err))
+		}
+		return fail(err)
+	}
+	e.metrics.Applies.WithLabelValues("success").Inc()
+	e.applied(pass, p, live, resp.ResourceVersion, hash)
+	return nil
+}
+
+// applied records a successful apply: the version it produced, the write
+// to expect on the watch, and whether it was a creation, a change, or drift.
+func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, hash uint64) {
+	prev, known := pass.st.applied[p.key]
+	pass.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
+	p.applied = true
+	if live != nil && rv == live.GetResourceVersion() {
+		return
+	}
+	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), rv)
+	pass.Out.Changed++
+	switch {
+	case live == nil:
+		pass.Out.Created++
+	default:
+		pass.Out.Configured++
+	}
+	// Drift: an object Vidra already manages, changed while the manifest
+	// did not, had to be written again. What Vidra last applied says so
+	// exactly; the resource's status (read from a cache that may not show
+	// the last status write yet) stands in only after a restart.
+	drift := known && prev.hash == hash
+	if !known {
+		drift = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
+	}
+	if drift {
+		how := "edited"
+		if live == nil {
+			how = "deleted"
+			pass.Out.DriftDeleted++
+		} else {
+			pass.Out.DriftEdited++
+		}
+		pass.Out.Drifted = append(pass.Out.Drifted, fmt.Sprintf("%s (%s)", p.key, how))
+		e.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()
+		if live != nil {
+			pass.st.corrected(p.key, lastWriter(live), e.clock.Now())
+		}
+	}
+}
+
+// applyAbsent creates an object that no cache or read has shown, in one
+// request: a server-side apply that can only create (see applyMeta), so a
+// pre-existing object of that name, someone else's above all, makes it fail
+// with a conflict and is not changed at all. The apply being Vidra's, the
+// created object's fields are owned by Vidra's Apply entry exactly as if a
+// plain apply had created it. found is the object that turned out to exist
+// and be Vidra's, to go on with; it is nil when the object was created, or
+// on an error.
+func (e *Engine) applyAbsent(ctx context.Context, pass *Pass, p *planned, hash uint64) (found *unstructured.Unstructured, oerr *ObjectError) {
+	resp, err := applyMeta(ctx, pass, p, nil)
+	switch {
+	case apierrors.IsConflict(err):
+		live, _, gerr := e.getLive(ctx, pass, p)
+		if gerr != nil {
+			return nil, classify(p, fmt.Errorf("read: %w", gerr))
+		}
+		if live == nil {
+			return nil, classify(p, fmt.Errorf("deleted while Vidra created it, retrying: %w", err))
+		}
+		if oerr := e.checkOwner(ctx, pass, live, p); oerr != nil {
+			return nil, oerr
+		}
+		return live, nil
+	case err != nil:
+		e.metrics.Applies.WithLabelValues("error").Inc()
+		return nil, classify(p, err)
+	}
+	e.metrics.Applies.WithLabelValues("success").Inc()
+	e.applied(pass, p, nil, resp.ResourceVersion, hash)
+	return nil, nil
+}
+
+// createOnlyVersion is a resourceVersion no object ever has. In an apply it
+// is a precondition that only a creation meets: the API server ignores
+// metadata.resourceVersion when an apply creates the object, and refuses
+// the apply with a conflict when an object exists, whatever its version.
+const createOnlyVersion = "9223372036854775807"
+
+// applyMeta server-side applies p and reads back only the metadata of the
+// result: what Vidra keeps of an apply is its resourceVersion. The apply is
+// guarded so that it never writes to an object Vidra has not read: with
+// live nil it can only create (createOnlyVersion), else it can only change
+// the object of live's UID, and fails if that object was deleted or
+// replaced since. Neither guard costs a request, and the API server tracks
+// neither field in managedFields.
+func applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+	obj := maps.Clone(p.obj.Object)
+	md, _ := obj["metadata"].(map[string]any)
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]any{}
+	}
+	if live == nil {
+		md["resourceVersion"] = createOnlyVersion
+	} else {
+		md["uid"] = string(live.GetUID())
+	}
+	obj["metadata"] = md
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", p.key, err)
+	}
+	force := live != nil
+	return pass.Target.Meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
+}
+
+// takeOver hands the fields of hand-edit managers to Vidra (see
+// managedFieldsTakenOver), guarded by the resourceVersion it read, so that a
+// concurrent write makes it fail and retry rather than lose that write.
+func (e *Engine) takeOver(ctx context.Context, pass *Pass, p *planned, cached *unstructured.Unstructured) error {
+	client := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
+	// The cache trims status writers' entries; managedFields are written
+	// whole, so read them whole.
+	live, err := client.Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	entries, ok := managedFieldsTakenOver(live.GetManagedFields(), pass.overrides, v1alpha1.FieldManager, live.GetAPIVersion(), metav1.NewTime(e.clock.Now()))
+	if !ok {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+		{"op": "replace", "path": "/metadata/managedFields", "value": entries},
+	})
+	if err != nil {
+		return err
+	}
+	resp, err := client.Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
+	if err != nil {
+		return err
+	}
+	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	return nil
+}
+
+// removeKeys deletes labels and annotations added by hand with one JSON
+// patch, guarded by the resourceVersion they were seen at, so that it fails
+// rather than act on a version it has not seen.
+func (e *Engine) removeKeys(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured, paths [][]string) (*unstructured.Unstructured, error) {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()}}
+	for _, path := range paths {
+		ops = append(ops, map[string]any{"op": "remove", "path": "/" + strings.Join(escapePointer(path), "/")})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
+}
+
+// escapePointer escapes path segments for a JSON pointer (RFC 6901): label
+// keys often hold a "/".
+func escapePointer(path []string) []string {
+	out := make([]string, len(path))
+	for i, seg := range path {
+		out[i] = strings.ReplaceAll(strings.ReplaceAll(seg, "~", "~0"), "/", "~1")
+	}
+	return out
+}
+
+// recreate deletes the object and waits until it is gone, so that the apply
+// that follows creates it with the new immutable fields.
+func (e *Engine) recreate(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) error {
+	client := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
+	e.registry.ExpectDelete(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName())
+	uid := live.GetUID()
+	bg := metav1.DeletePropagationBackground
+	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete to recreate: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && got.GetUID() != uid, nil
+	})
+}

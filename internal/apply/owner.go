@@ -1,0 +1,113 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/destination"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// readLive returns the live object: from the watch registry's cache when it
+// holds it, else from the API server. absent is true when no object of that
+// name exists that Vidra could read: either the API server said so, or a
+// synced cache says no object with Vidra's label exists by that name, and
+// the API server was not asked: only an unmanaged object could exist then,
+// and the create-only apply of applyAbsent detects it without changing it.
+func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
+	ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
+	u, err := e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	if err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)) {
+		return u, false, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, true, nil
+	}
+	return e.getLive(ctx, pass, p)
+}
+
+func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstructured.Unstructured, bool, error) {
+	live, err := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return live, false, nil
+}
+
+// checkOwner refuses to take over an object that another VidraResource
+// owns, or that exists without Vidra's marks. An object whose marks name an
+// owner that is authoritatively gone is adopted, and only then: see
+// ownerGone.
+func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.Unstructured, p *planned) *ObjectError {
+	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
+	if uid == string(pass.VR.UID) {
+		return nil
+	}
+	if uid == "" {
+		return unmanagedError(pass, p, "exists and is not managed by Vidra")
+	}
+	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
+	gone, err := e.ownerGone(ctx, owner, types.UID(uid))
+	if err != nil {
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
+			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
+	}
+	if !gone {
+		pass.claims = append(pass.claims, p.key)
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
+			Err: fmt.Errorf("is managed by VidraResource %s; an object has one owner", owner)}
+	}
+	if pass.Target.Cluster != destination.LocalCluster {
+		// VidraResources live in the cluster of the installation that
+		// reconciles them; an owner this cluster does not hold may belong
+		// to another Vidra installation sharing the remote cluster.
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
+			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, delete the object and this resource creates it", owner, uid)}
+	}
+	// The marks cannot be trusted on their own: anyone who may label an
+	// object can write them. Only an object Vidra has applied is adopted.
+	full, _, err := e.getLive(ctx, pass, p)
+	if err != nil {
+		return classify(p, fmt.Errorf("read: %w", err))
+	}
+	if full == nil || !appliedByVidra(full.GetManagedFields()) {
+		return unmanagedError(pass, p, "carries Vidra's marks but was never applied by Vidra")
+	}
+	// The owner named on the object is gone (deleted without its finalizer
+	// running): the marks are stale and the object is free to adopt.
+	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uid)
+	return nil
+}
+
+// ownerGone reports whether the VidraResource that owner (namespace/name)
+// and uid name is authoritatively gone from the cluster Vidra runs in. The
+// informer cache answers when it holds the resource; when it does not (it
+// may watch one namespace only, or lag behind a creation), the API server
+// does.
+func (e *Engine) ownerGone(ctx context.Context, owner string, uid types.UID) (bool, error) {
+	key, ok := ownerKey(owner)
+	if !ok {
+		return true, nil
+	}
+	if vr, err := e.owners.VidraResources(key.Namespace).Get(key.Name); err == nil && vr.UID == uid {
+		return false, nil
+	}
+	vr, err := e.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get VidraResource %s: %w", owner, err)
+	}
+	return vr.UID != uid, nil
+}
