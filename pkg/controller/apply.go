@@ -101,11 +101,7 @@ func mark(obj *unstructured.Unstructured, vr *v1alpha1.VidraResource) *unstructu
 // time, for the Conflict message that names a rival writer. The override
 // managers are read when an object is cached, so a configuration change
 // applies to objects as they next change.
-func (c *Controller) cacheTransform(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
+func (c *Controller) cacheTransform(u *unstructured.Unstructured) error {
 	if a := u.GetAnnotations(); a != nil {
 		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
 			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
@@ -127,7 +123,7 @@ func (c *Controller) cacheTransform(obj any) (any, error) {
 		}
 		u.SetManagedFields(kept)
 	}
-	return u, nil
+	return nil
 }
 
 // dropManagedFields keeps VidraResources small in the informer cache: Vidra
@@ -378,7 +374,7 @@ func (c *Controller) applied(r *run, p *planned, live *unstructured.Unstructured
 	if live != nil && rv == live.GetResourceVersion() {
 		return
 	}
-	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), rv)
+	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, &metav1.ObjectMeta{Namespace: p.obj.GetNamespace(), Name: p.obj.GetName(), ResourceVersion: rv})
 	r.out.changed++
 	switch {
 	case live == nil:
@@ -544,7 +540,7 @@ func (c *Controller) takeOver(ctx context.Context, r *run, p *planned, cached *u
 	if err != nil {
 		return err
 	}
-	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	c.registry.ExpectWrite(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, resp)
 	return nil
 }
 
@@ -578,7 +574,7 @@ func escapePointer(path []string) []string {
 // that follows creates it with the new immutable fields.
 func (c *Controller) recreate(ctx context.Context, r *run, p *planned, live *unstructured.Unstructured) error {
 	client := r.dest.client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
-	c.registry.ExpectDelete(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName())
+	c.registry.ExpectDelete(watchregistry.Ref{Cluster: r.dest.cluster, GVR: p.gvr}, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
 	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})

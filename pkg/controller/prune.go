@@ -137,7 +137,7 @@ func (c *Controller) release(ctx context.Context, dest *destination, vr *v1alpha
 		return releasedDeleted, nil
 	}
 	logger.V(2).Info("Deleting object")
-	c.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.cluster, GVR: mapping.Resource}, m.Namespace, m.Name)
+	c.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.cluster, GVR: mapping.Resource}, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
 	err = client.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
