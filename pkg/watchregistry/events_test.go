@@ -636,6 +636,8 @@ func TestCollectorReportsTheStats(t *testing.T) {
 				got[name] = m.GetGauge().GetValue()
 			case m.GetCounter() != nil:
 				got[name] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				got[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
@@ -647,6 +649,8 @@ func TestCollectorReportsTheStats(t *testing.T) {
 		"wrtest_events_received_total{type=Added}":    1,
 		"wrtest_events_delivered_total":               2, // the initial list and the add
 		"wrtest_events_filtered_total{reason=resync}": 0,
+		"wrtest_informer_sync_duration_seconds_count": 1,
+		"wrtest_handler_lag_seconds_count":            1, // the add
 	}
 	for name, v := range want {
 		if got[name] != v {
