@@ -80,7 +80,10 @@ const (
 
 // Event is what Map and Enqueue receive.
 type Event struct {
-	// Ref is the informer the event came from.
+	// Ref is the ref of the informer the event came from. For an
+	// EventStateChanged it is the ref the owner tracks; for other events it
+	// may be the all-namespaces ref of an informer that serves the owner's
+	// namespaced ref.
 	Ref Ref
 	// Type is the kind of event.
 	Type EventType
