@@ -125,7 +125,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	if live != nil && rv == live.GetResourceVersion() {
 		return
 	}
-	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), rv)
+	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, &metav1.ObjectMeta{Namespace: p.obj.GetNamespace(), Name: p.obj.GetName(), ResourceVersion: rv})
 	pass.Out.Changed++
 	switch {
 	case live == nil:
@@ -250,7 +250,7 @@ func (e *Engine) takeOver(ctx context.Context, pass *Pass, p *planned, cached *u
 	if err != nil {
 		return err
 	}
-	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName(), resp.GetResourceVersion())
+	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, resp)
 	return nil
 }
 
@@ -284,7 +284,7 @@ func escapePointer(path []string) []string {
 // that follows creates it with the new immutable fields.
 func (e *Engine) recreate(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) error {
 	client := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
-	e.registry.ExpectDelete(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName())
+	e.registry.ExpectDelete(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
 	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})

@@ -142,7 +142,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 		return deleted, nil
 	}
 	logger.V(2).Info("Deleting object")
-	e.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, m.Namespace, m.Name)
+	e.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
 	err = client.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})

@@ -152,11 +152,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			}
 			c.enqueue(key, TriggerEvent)
 		},
-		Transform: func(obj any) (any, error) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				apply.TrimForCache(u, c.config().OverrideManagers)
-			}
-			return obj, nil
+		Transform: func(u *unstructured.Unstructured) error {
+			apply.TrimForCache(u, c.config().OverrideManagers)
+			return nil
 		},
 		FieldManager:     v1alpha1.FieldManager,
 		Clock:            opts.Clock,

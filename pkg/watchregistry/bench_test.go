@@ -87,7 +87,7 @@ func BenchmarkHeapPerCachedObject(b *testing.B) {
 		opts watchregistry.Options[string]
 	}{
 		{"transform=drop-managed-fields", watchregistry.Options[string]{}},
-		{"transform=none", watchregistry.Options[string]{NoTransform: true}},
+		{"transform=none", watchregistry.Options[string]{Transform: watchregistry.AsServed}},
 		{"metadata-only", watchregistry.Options[string]{MetadataOnly: true, KindFor: kindFor}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {

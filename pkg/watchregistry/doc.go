@@ -11,28 +11,35 @@
 // e.g. from a label or annotation the operator puts on what it manages) and an
 // Enqueue function (typically a workqueue's Add). Give it clients with
 // SetCluster("", dyn, md) for the local cluster and SetCluster(name, ...) for
-// others, and run it with go r.Run(ctx).
+// others, and start it with Start(ctx), which returns at once (Done is closed
+// once it has stopped), or with the blocking Run(ctx).
 //
 // In each reconcile of an owner, after applying its objects, call
 // Track(owner, refs) with every Ref the owner's objects live in; when the
 // owner goes away, call Forget(owner). Track replaces the owner's whole set,
-// so calling it on every reconcile is cheap and correct. Read actual state
-// with Get and List, which serve the informer caches and never block:
+// so calling it on every reconcile is cheap and correct. A namespaced Ref is
+// served by a running all-namespaces informer of the same cluster and
+// resource rather than by a second one. Read actual state with Get and List,
+// or GetInto, GetTyped and ListTyped for typed objects, which serve the
+// informer caches and never block (WaitForSync blocks until a ref has
+// synced):
 //
 //   - ErrNotSynced: the informer is still listing; return, the owner is
 //     enqueued with EventInitialList once the cache is ready.
 //   - ErrForbidden or ErrGone (errors.Is): the client may not list the
 //     resource, or it no longer exists (a deleted CRD). The informer has
 //     stopped instead of retrying forever and the owners were told with
-//     EventStateChanged; report it, and Track again later (the operator's
-//     periodic reconcile) to retry.
+//     EventStateChanged; report it. Track again later (the operator's
+//     periodic reconcile) to retry, or set Options.RetryFailed and the
+//     registry retries with a backoff by itself.
 //   - apierrors.IsNotFound: the object does not exist.
 //
-// After writing an object, call ExpectWrite with the resourceVersion the API
-// server returned, and call ExpectDelete before deleting one, so that the
-// owner is not woken by its own writes. Creations often reach the watch
-// before their answer reaches the writer; Options.FieldManager recognises
-// them by their managedFields instead.
+// After writing an object, call ExpectWrite with the object the API server
+// returned, and call ExpectDelete with the object before deleting it, so that
+// the owner is not woken by its own writes; expectations belong to the
+// object, whichever informer delivers its events. Creations often reach the
+// watch before their answer reaches the writer; Options.FieldManager
+// recognises them by their managedFields instead.
 //
 // # What is delivered
 //
@@ -52,8 +59,11 @@
 // Options.Linger, then stops. Informers are single-use: a stopped informer is
 // never handed out again, a ref that is tracked anew gets a fresh one. On
 // 403 or 404 from list or watch the informer stops at once (state Forbidden or
-// Gone). Replacing or removing a cluster's clients stops its informers (state
-// Stopped) and tells their owners.
+// Gone), and with Options.RetryFailed a fresh one follows after a backoff.
+// Replacing or removing a cluster's clients stops its informers (state
+// Stopped) and tells their owners. An all-namespaces informer that has synced
+// takes over the namespaced refs of its cluster and resource, whose own
+// informers stop.
 //
 // # Memory
 //
@@ -61,7 +71,7 @@
 // are cached. By default each object is trimmed before caching by
 // DropManagedFields (metadata.managedFields and kubectl's last-applied
 // annotation); KeepManagedFieldsOf keeps the entries of chosen field
-// managers. Options.MetadataOnly caches only apiVersion, kind and metadata.
+// managers, AsServed keeps everything. Options.MetadataOnly caches only apiVersion, kind and metadata.
 // The caches hold each object as JSON, with only the metadata that keys,
 // filters and label selectors need kept decoded, which is several times
 // smaller than an Unstructured. Get and List therefore decode a fresh copy on
@@ -79,6 +89,12 @@
 //
 // Stats returns informers by state, owners, cached objects, and events
 // received, delivered and filtered by reason; the Registry is also a
-// prometheus.Collector reporting the same figures under
-// Options.MetricsNamespace.
+// prometheus.Collector reporting the same figures, with histograms of sync
+// duration and handler lag, under Options.MetricsNamespace. Refs, Owners,
+// Snapshot and Snapshots describe who tracks what and each ref's informer.
+//
+// # Testing
+//
+// Package fake makes client-go's fake dynamic client bump resourceVersions,
+// without which the registry filters every update through it as a resync.
 package watchregistry

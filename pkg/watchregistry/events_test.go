@@ -235,11 +235,11 @@ func TestOwnWritesAreNotDelivered(t *testing.T) {
 	// ...while the owner creates, updates and deletes objects of its own and
 	// announces each write.
 	created := createConfigMap(t, c.cs, configMap(ns, "mine", "owner", map[string]string{"k": "v1"}))
-	r.ExpectWrite(ref, ns, "mine", created.ResourceVersion)
+	r.ExpectWrite(ref, created)
 	updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v2"}}`)
-	r.ExpectWrite(ref, ns, "mine", updated.ResourceVersion)
-	createConfigMap(t, c.cs, configMap(ns, "short-lived", "owner", nil))
-	r.ExpectDelete(ref, ns, "short-lived")
+	r.ExpectWrite(ref, updated)
+	shortLived := createConfigMap(t, c.cs, configMap(ns, "short-lived", "owner", nil))
+	r.ExpectDelete(ref, shortLived)
 	if err := c.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "short-lived", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +375,17 @@ func TestGetAndListReadTheCache(t *testing.T) {
 	if diff := cmp.Diff([]string{"cm-0", "cm-2", "last"}, names(list)); diff != "" {
 		t.Fatalf("List owner=a (-want +got):\n%s", diff)
 	}
+	typed, err := watchregistry.GetTyped[corev1.ConfigMap](r, ref, ns, "cm-1")
+	if err != nil || typed.Labels[ownerLabel] != "b" || typed.ResourceVersion == "" {
+		t.Fatalf("GetTyped cm-1: %+v, %v", typed, err)
+	}
+	if _, err := watchregistry.GetTyped[corev1.ConfigMap](r, ref, ns, "plain"); !apierrors.IsNotFound(err) {
+		t.Fatalf("GetTyped of an object outside the selector: %v, want NotFound", err)
+	}
+	typedList, err := watchregistry.ListTyped[corev1.ConfigMap](r, ref, ns, sel)
+	if err != nil || len(typedList) != 3 || typedList[2].Name != "last" {
+		t.Fatalf("ListTyped owner=a: %v, %v", typedList, err)
+	}
 
 	// An all-namespaces ref lists by namespace through its index.
 	all := watchregistry.Ref{GVR: configMaps}
@@ -416,14 +427,14 @@ func TestReadsReturnTheObjectAsServedAfterTheTransform(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		opts      watchregistry.Options[string]
-		transform func(any) (any, error)
+		transform watchregistry.TransformFunc
 		// managedFields says whether the cached object keeps some.
 		managedFields bool
 	}{
 		{"default transform", watchregistry.Options[string]{}, watchregistry.DropManagedFields, false},
 		{"keep some managedFields", watchregistry.Options[string]{Transform: watchregistry.KeepManagedFieldsOf("status-writer")},
 			watchregistry.KeepManagedFieldsOf("status-writer"), true},
-		{"no transform", watchregistry.Options[string]{NoTransform: true}, nil, true},
+		{"no transform", watchregistry.Options[string]{Transform: watchregistry.AsServed}, nil, true},
 		{"metadata-only", watchregistry.Options[string]{MetadataOnly: true, KindFor: kindFor, Transform: watchregistry.KeepManagedFieldsOf("status-writer")},
 			watchregistry.KeepManagedFieldsOf("status-writer"), true},
 	} {
@@ -464,7 +475,7 @@ func TestReadsReturnTheObjectAsServedAfterTheTransform(t *testing.T) {
 			}
 			want := served.DeepCopy()
 			if tc.transform != nil {
-				if _, err := tc.transform(want); err != nil {
+				if err := tc.transform(want); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -534,7 +545,7 @@ func TestTransformDropsManagedFieldsAndLastApplied(t *testing.T) {
 	}{
 		{"default", watchregistry.Options[string]{}, nil, false},
 		{"keep kubectl's", watchregistry.Options[string]{Transform: watchregistry.KeepManagedFieldsOf("kubectl-edit")}, []string{"kubectl-edit"}, false},
-		{"none", watchregistry.Options[string]{NoTransform: true}, []string{"kubectl-edit", "watchregistry-test"}, true},
+		{"none", watchregistry.Options[string]{Transform: watchregistry.AsServed}, []string{"kubectl-edit", "watchregistry-test"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ns, r, rec, ref := watched(t, tc.opts)
@@ -625,6 +636,8 @@ func TestCollectorReportsTheStats(t *testing.T) {
 				got[name] = m.GetGauge().GetValue()
 			case m.GetCounter() != nil:
 				got[name] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				got[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
@@ -636,6 +649,8 @@ func TestCollectorReportsTheStats(t *testing.T) {
 		"wrtest_events_received_total{type=Added}":    1,
 		"wrtest_events_delivered_total":               2, // the initial list and the add
 		"wrtest_events_filtered_total{reason=resync}": 0,
+		"wrtest_informer_sync_duration_seconds_count": 1,
+		"wrtest_handler_lag_seconds_count":            1, // the add
 	}
 	for name, v := range want {
 		if got[name] != v {
@@ -668,7 +683,7 @@ func TestCreationsByTheOwnersFieldManagerAreOwnWrites(t *testing.T) {
 	}
 	// The answer arrives after the event: the expectation is held for
 	// seconds, not for the TTL of a minute.
-	r.ExpectWrite(ref, ns, "mine", mine.ResourceVersion)
+	r.ExpectWrite(ref, mine)
 	clk.Step(6 * time.Second)
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return r.Stats().Expectations == 0, nil

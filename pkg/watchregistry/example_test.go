@@ -43,9 +43,10 @@ func ExampleRegistry() {
 	}
 	reg.SetCluster("", dynamic.NewForConfigOrDie(cfg), metadata.NewForConfigOrDie(cfg))
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { reg.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	if err := reg.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer func() { cancel(); <-reg.Done() }()
 
 	// The reconcile of default/my-app applies its objects, then says what it
 	// needs watched.

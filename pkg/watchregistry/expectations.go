@@ -3,49 +3,81 @@ package watchregistry
 import (
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // expectations remember the owner's own writes and deletes so that their
-// watch events are not delivered back to it. Each expectation expires: a
-// write whose event never arrives (the object was changed again before the
-// watch caught up, or the informer was restarted) must not be remembered
-// forever.
+// watch events are not delivered back to it. They are keyed by object, not by
+// Ref: any informer that delivers the object (an all-namespaces one, or a
+// namespaced one while a wider informer takes over) recognises the write.
+// Each expectation expires: a write whose event never arrives (the object was
+// changed again before the watch caught up, or the informer was restarted)
+// must not be remembered forever.
 type expectations struct {
 	mu sync.Mutex
-	m  map[expectationKey]*expectation
+	m  map[objectKey]*expectation
 }
 
-type expectationKey struct {
-	ref             Ref
+// objectKey names one object of one cluster, whatever Ref it is seen through.
+type objectKey struct {
+	cluster         string
+	gvr             schema.GroupVersionResource
 	namespace, name string
 }
 
-type expectation struct {
-	// writes maps resourceVersions to their expiry. A map, because an owner
-	// may write the same object twice before the first event arrives.
-	writes      map[string]time.Time
-	deleteUntil time.Time
+func keyOf(ref Ref, namespace, name string) objectKey {
+	return objectKey{cluster: ref.Cluster, gvr: ref.GVR, namespace: namespace, name: name}
 }
 
-func (x *expectations) expectWrite(k expectationKey, rv string, until time.Time) {
+type expectation struct {
+	// writes maps resourceVersions to their expectation. A map, because an
+	// owner may write the same object twice before the first event arrives.
+	writes map[string]pendingWrite
+	// deleteUntil is the expiry of an expected delete, zero when none.
+	deleteUntil time.Time
+	// deleteUID, when known, is the UID of the object expected to go: only
+	// its delete matches, so that the delete of an object re-created since
+	// (by someone else) is still delivered.
+	deleteUID     types.UID
+	deleteMatched bool
+}
+
+type pendingWrite struct {
+	until time.Time
+	// matched is set once an event consumed the expectation; it is kept for
+	// matchedGrace so that a second informer delivering the same version
+	// (two overlapping refs during a hand-over) filters it too. A version is
+	// delivered at most once per informer, so keeping it cannot hide anyone
+	// else's write.
+	matched bool
+}
+
+// matchedGrace is how long a matched expectation still matches, for the
+// other informers that may deliver the same event.
+const matchedGrace = 5 * time.Second
+
+func (x *expectations) expectWrite(k objectKey, rv string, until time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.getLocked(k)
 	if e.writes == nil {
-		e.writes = map[string]time.Time{}
+		e.writes = map[string]pendingWrite{}
 	}
-	e.writes[rv] = until
+	e.writes[rv] = pendingWrite{until: until}
 }
 
-func (x *expectations) expectDelete(k expectationKey, until time.Time) {
+func (x *expectations) expectDelete(k objectKey, uid types.UID, until time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.getLocked(k).deleteUntil = until
+	e := x.getLocked(k)
+	e.deleteUntil, e.deleteUID, e.deleteMatched = until, uid, false
 }
 
-func (x *expectations) getLocked(k expectationKey) *expectation {
+func (x *expectations) getLocked(k objectKey) *expectation {
 	if x.m == nil {
-		x.m = map[expectationKey]*expectation{}
+		x.m = map[objectKey]*expectation{}
 	}
 	e := x.m[k]
 	if e == nil {
@@ -55,43 +87,62 @@ func (x *expectations) getLocked(k expectationKey) *expectation {
 	return e
 }
 
-// matchWrite consumes the expectation of a write at rv, reporting whether
-// there was an unexpired one.
-func (x *expectations) matchWrite(k expectationKey, rv string, now time.Time) bool {
+// matchWrite reports whether there is an unexpired expectation of a write
+// at rv, and marks it matched.
+func (x *expectations) matchWrite(k objectKey, rv string, now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.m[k]
 	if e == nil {
 		return false
 	}
-	until, ok := e.writes[rv]
+	w, ok := e.writes[rv]
 	if !ok {
 		return false
 	}
-	delete(e.writes, rv)
-	x.dropIfEmptyLocked(k, e)
-	return !now.After(until)
+	if now.After(w.until) {
+		delete(e.writes, rv)
+		x.dropIfEmptyLocked(k, e)
+		return false
+	}
+	if !w.matched {
+		e.writes[rv] = pendingWrite{until: minTime(w.until, now.Add(matchedGrace)), matched: true}
+	}
+	return true
 }
 
-// matchDelete consumes an expected delete. Consumed rather than kept until
-// expiry: the owner may re-create the object, and somebody else's delete of
-// the new one is drift that must be delivered.
-func (x *expectations) matchDelete(k expectationKey, now time.Time) bool {
+// matchDelete reports whether the delete of the object with uid was
+// expected. Without a UID the expectation is consumed at the first match:
+// the owner may re-create the object, and somebody else's delete of the new
+// one is drift that must be delivered. With one, it matches that object
+// only, from any informer, until shortly after its first match.
+func (x *expectations) matchDelete(k objectKey, uid types.UID, now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.m[k]
 	if e == nil || e.deleteUntil.IsZero() {
 		return false
 	}
-	until := e.deleteUntil
-	e.deleteUntil = time.Time{}
+	if now.After(e.deleteUntil) {
+		e.deleteUntil, e.deleteUID, e.deleteMatched = time.Time{}, "", false
+		x.dropIfEmptyLocked(k, e)
+		return false
+	}
+	if e.deleteUID != "" && uid != "" && uid != e.deleteUID {
+		return false
+	}
+	if e.deleteUID == "" {
+		e.deleteUntil = time.Time{}
+	} else if !e.deleteMatched {
+		e.deleteUntil, e.deleteMatched = minTime(e.deleteUntil, now.Add(matchedGrace)), true
+	}
 	// Writes expected before the delete can no longer arrive.
 	clear(e.writes)
 	x.dropIfEmptyLocked(k, e)
-	return !now.After(until)
+	return true
 }
 
-func (x *expectations) dropIfEmptyLocked(k expectationKey, e *expectation) {
+func (x *expectations) dropIfEmptyLocked(k objectKey, e *expectation) {
 	if len(e.writes) == 0 && e.deleteUntil.IsZero() {
 		delete(x.m, k)
 	}
@@ -102,27 +153,39 @@ func (x *expectations) sweep(now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for k, e := range x.m {
-		for rv, until := range e.writes {
-			if now.After(until) {
+		for rv, w := range e.writes {
+			if now.After(w.until) {
 				delete(e.writes, rv)
 			}
 		}
 		if !e.deleteUntil.IsZero() && now.After(e.deleteUntil) {
-			e.deleteUntil = time.Time{}
+			e.deleteUntil, e.deleteUID, e.deleteMatched = time.Time{}, "", false
 		}
 		x.dropIfEmptyLocked(k, e)
 	}
 }
 
+// len counts the expectations no event has matched yet.
 func (x *expectations) len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := 0
 	for _, e := range x.m {
-		n += len(e.writes)
-		if !e.deleteUntil.IsZero() {
+		for _, w := range e.writes {
+			if !w.matched {
+				n++
+			}
+		}
+		if !e.deleteUntil.IsZero() && !e.deleteMatched {
 			n++
 		}
 	}
 	return n
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -66,7 +66,7 @@ func TestTransforms(t *testing.T) {
 	const onlyLastApplied = `{"metadata":{"name":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}"}}}`
 	for _, tc := range []struct {
 		name      string
-		transform func(any) (any, error)
+		transform TransformFunc
 		in, want  string
 	}{
 		{"drop", DropManagedFields, in, `{"metadata":{"name":"a","annotations":{"keep":"1"}},"data":{"k":"v"}}`},
@@ -77,33 +77,20 @@ func TestTransforms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: obj(t, tc.in)}
-			out, err := tc.transform(u)
-			if err != nil {
+			if err := tc.transform(u); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(obj(t, tc.want), out.(*unstructured.Unstructured).Object); diff != "" {
+			if diff := cmp.Diff(obj(t, tc.want), u.Object); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
 			// Idempotent, as client-go requires of a transform.
-			again, _ := tc.transform(out)
-			if diff := cmp.Diff(obj(t, tc.want), again.(*unstructured.Unstructured).Object); diff != "" {
+			if err := tc.transform(u); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(obj(t, tc.want), u.Object); diff != "" {
 				t.Fatalf("second run (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestTransformOfTypedObjects(t *testing.T) {
-	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name:          "a",
-		Annotations:   map[string]string{LastAppliedAnnotation: "{}"},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "vidra"}, {Manager: "kubectl"}},
-	}}
-	if _, err := KeepManagedFieldsOf("kubectl")(p); err != nil {
-		t.Fatal(err)
-	}
-	if len(p.ManagedFields) != 1 || p.ManagedFields[0].Manager != "kubectl" || p.Annotations != nil {
-		t.Fatalf("transformed: %+v", p.ObjectMeta)
 	}
 }
 
@@ -142,18 +129,27 @@ func TestMetadataToUnstructured(t *testing.T) {
 func TestExpectations(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	ttl := time.Minute
-	k := expectationKey{Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, "ns", "a"}
-	other := expectationKey{k.ref, "ns", "b"}
+	cms := Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	k := keyOf(cms, "ns", "a")
+	other := keyOf(cms, "ns", "b")
 
 	for _, tc := range []struct {
 		name string
 		run  func(x *expectations) []bool
 		want []bool
 	}{
-		{"write matches its resourceVersion once", func(x *expectations) []bool {
+		{"write matches its resourceVersion", func(x *expectations) []bool {
 			x.expectWrite(k, "5", t0.Add(ttl))
-			return []bool{x.matchWrite(k, "4", t0), x.matchWrite(other, "5", t0), x.matchWrite(k, "5", t0), x.matchWrite(k, "5", t0)}
-		}, []bool{false, false, true, false}},
+			return []bool{x.matchWrite(k, "4", t0), x.matchWrite(other, "5", t0), x.matchWrite(k, "5", t0), x.len() == 0}
+		}, []bool{false, false, true, true}},
+		{"a matched write still matches for a second informer, briefly", func(x *expectations) []bool {
+			x.expectWrite(k, "5", t0.Add(ttl))
+			return []bool{x.matchWrite(k, "5", t0), x.matchWrite(k, "5", t0.Add(time.Second)), x.matchWrite(k, "5", t0.Add(matchedGrace+time.Second))}
+		}, []bool{true, true, false}},
+		{"the same object through a namespaced and an all-namespaces ref", func(x *expectations) []bool {
+			x.expectWrite(keyOf(Ref{GVR: cms.GVR, Namespace: "ns"}, "ns", "a"), "5", t0.Add(ttl))
+			return []bool{x.matchWrite(keyOf(cms, "ns", "a"), "5", t0), x.matchWrite(keyOf(Ref{Cluster: "east", GVR: cms.GVR}, "ns", "a"), "5", t0)}
+		}, []bool{true, false}},
 		{"two writes before their events", func(x *expectations) []bool {
 			x.expectWrite(k, "5", t0.Add(ttl))
 			x.expectWrite(k, "6", t0.Add(ttl))
@@ -163,18 +159,23 @@ func TestExpectations(t *testing.T) {
 			x.expectWrite(k, "5", t0.Add(ttl))
 			return []bool{x.matchWrite(k, "5", t0.Add(ttl+time.Second))}
 		}, []bool{false}},
-		{"delete matches once", func(x *expectations) []bool {
-			x.expectDelete(k, t0.Add(ttl))
-			return []bool{x.matchDelete(other, t0), x.matchDelete(k, t0), x.matchDelete(k, t0)}
+		{"delete without a UID matches once", func(x *expectations) []bool {
+			x.expectDelete(k, "", t0.Add(ttl))
+			return []bool{x.matchDelete(other, "", t0), x.matchDelete(k, "u1", t0), x.matchDelete(k, "u2", t0)}
 		}, []bool{false, true, false}},
+		{"delete with a UID matches that object only", func(x *expectations) []bool {
+			x.expectDelete(k, "u1", t0.Add(ttl))
+			return []bool{x.matchDelete(k, "u2", t0), x.matchDelete(k, "u1", t0), x.matchDelete(k, "u1", t0.Add(time.Second)), x.len() == 0,
+				x.matchDelete(k, "u1", t0.Add(matchedGrace+time.Second))}
+		}, []bool{false, true, true, true, false}},
 		{"expired delete does not match", func(x *expectations) []bool {
-			x.expectDelete(k, t0.Add(ttl))
-			return []bool{x.matchDelete(k, t0.Add(2*ttl))}
+			x.expectDelete(k, "", t0.Add(ttl))
+			return []bool{x.matchDelete(k, "", t0.Add(2*ttl))}
 		}, []bool{false}},
 		{"sweep drops only expired ones", func(x *expectations) []bool {
 			x.expectWrite(k, "5", t0.Add(ttl))
 			x.expectWrite(other, "9", t0.Add(3*ttl))
-			x.expectDelete(k, t0.Add(ttl))
+			x.expectDelete(k, "", t0.Add(ttl))
 			x.sweep(t0.Add(2 * ttl))
 			return []bool{x.len() == 1, x.matchWrite(other, "9", t0.Add(2*ttl)), x.len() == 0}
 		}, []bool{true, true, true}},

@@ -1,11 +1,9 @@
 package watchregistry
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -35,19 +31,32 @@ type entry[K comparable] struct {
 	// stopped is set, under Registry.mu, once the informer must deliver no
 	// more events; the handler reads it without the lock.
 	stopped atomic.Bool
+	// objects counts the objects in the cache, kept by the handler so that
+	// a metrics scrape does not list every key.
+	objects atomic.Int64
 
 	// Guarded by Registry.mu.
-	state     State
-	err       error // the StateError of a failed entry
-	owners    map[K]struct{}
+	state State
+	err   error // the StateError of a failed entry
+	// refs holds the tracked refs this informer serves (its own, and for an
+	// all-namespaces informer namespaced refs of its cluster and resource),
+	// each with its owners. An informer without refs lingers.
+	refs      map[Ref]map[K]struct{}
 	idleSince time.Time          // when the last owner left; zero while owned
 	cancel    context.CancelFunc // nil until started
+	startedAt time.Time
+	syncedAt  time.Time
 	// lastFailure and notified carry over from the failed entry this one
 	// replaces: owners already told that the ref is Forbidden (or Gone) are
 	// not told again when the retry fails the same way, or an owner that
 	// re-tracks on every reconcile would loop forever.
 	lastFailure State
 	notified    map[K]struct{}
+	// attempts counts the consecutive failures of the ref's informers, for
+	// the backoff of Options.RetryFailed; retryAt is when a failed entry is
+	// retried, zero when it is not.
+	attempts int
+	retryAt  time.Time
 
 	// The owners collected from the initial list, enqueued once synced.
 	initMu   sync.Mutex
@@ -58,21 +67,55 @@ type entry[K comparable] struct {
 	kind     string
 }
 
+// hasOwner reports whether owner tracks any ref the entry serves.
+func (e *entry[K]) hasOwner(owner K) bool {
+	for _, owners := range e.refs {
+		if _, ok := owners[owner]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerSet returns the owners of every ref the entry serves.
+func (e *entry[K]) ownerSet() map[K]struct{} {
+	out := map[K]struct{}{}
+	for _, owners := range e.refs {
+		maps.Copy(out, owners)
+	}
+	return out
+}
+
+// notices returns the EventStateChanged to deliver to the entry's owners,
+// each with the ref it tracks; skip, if not nil, leaves out owners already
+// told.
+func (e *entry[K]) notices(skip func(K) bool) []notice[K] {
+	var out []notice[K]
+	for ref, owners := range e.refs {
+		n := notice[K]{ref: ref}
+		for k := range owners {
+			if skip == nil || !skip(k) {
+				n.owners = append(n.owners, k)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 // newEntry builds, but does not start, the informer of ref. prev is the
-// failed entry it replaces, if any; its owners carry over.
+// failed entry it replaces, if any: what its owners were told carries over.
 func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
 	e := &entry[K]{
-		ref:    ref,
-		log:    r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
-		state:  StatePending,
-		owners: map[K]struct{}{},
+		ref:   ref,
+		log:   r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
+		state: StatePending,
+		refs:  map[Ref]map[K]struct{}{},
 	}
-	if prev != nil {
-		maps.Copy(e.owners, prev.owners)
-		if prev.state == StateForbidden || prev.state == StateGone {
-			e.lastFailure = prev.state
-			e.notified = owned(prev.notified)
-		}
+	if prev != nil && (prev.state == StateForbidden || prev.state == StateGone) {
+		e.lastFailure = prev.state
+		e.notified = owned(prev.notified)
+		e.attempts = prev.attempts
 	}
 
 	var tweak func(*metav1.ListOptions)
@@ -118,7 +161,7 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 }
 
 // startLocked runs the entry's informer under its own context, a child of
-// Run's, so that stopping one informer is cancelling one context.
+// Start's, so that stopping one informer is cancelling one context.
 func (r *Registry[K]) startLocked(e *entry[K]) {
 	ctx := r.runCtx
 	if r.logInformers {
@@ -126,6 +169,7 @@ func (r *Registry[K]) startLocked(e *entry[K]) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
+	e.startedAt = r.clock.Now()
 	r.stats.started.Add(1)
 	r.stats.running.Add(1)
 	e.log.V(1).Info("Starting informer")
@@ -146,6 +190,7 @@ func (e *entry[K]) stopLocked(st State, err error) {
 	e.state = st
 	e.err = err
 	e.idleSince = time.Time{}
+	e.retryAt = time.Time{}
 	e.stopped.Store(true)
 	if e.cancel != nil {
 		e.cancel()
@@ -157,6 +202,11 @@ func (e *entry[K]) stopLocked(st State, err error) {
 // the owners tracking the ref and the owners Map found in the list. The
 // trackers are included so that an owner whose Get returned ErrNotSynced is
 // always woken, even when none of its objects exist.
+//
+// A synced all-namespaces informer also takes over the namespaced refs of
+// its cluster and resource from their own informers, which then stop: one
+// cache instead of two. The owners of a namespaced informer that had not
+// synced yet are woken with the others.
 func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 	select {
 	case <-ctx.Done():
@@ -169,18 +219,22 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 		return
 	}
 	e.state = StateSynced
-	e.lastFailure, e.notified = "", nil
-	keys := owned(e.owners)
+	e.syncedAt = r.clock.Now()
+	e.lastFailure, e.notified, e.attempts = "", nil, 0
+	keys := e.ownerSet()
+	if e.ref.Namespace == "" {
+		r.takeOverLocked(e, keys)
+	}
+	r.changedLocked()
 	r.mu.Unlock()
+	r.metrics.syncDuration.Observe(e.syncedAt.Sub(e.startedAt).Seconds())
 
 	e.initMu.Lock()
 	maps.Copy(keys, e.initKeys)
 	e.initKeys, e.initDone = nil, true
 	e.initMu.Unlock()
 
-	if l := e.log.V(1); l.Enabled() {
-		l.Info("Informer synced", "objects", len(e.informer.GetStore().ListKeys()), "owners", len(keys))
-	}
+	e.log.V(1).Info("Informer synced", "objects", e.objects.Load(), "owners", len(keys), "after", e.syncedAt.Sub(e.startedAt))
 	ev := Event{Ref: e.ref, Type: EventInitialList}
 	for k := range keys {
 		if e.stopped.Load() {
@@ -191,11 +245,34 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 	}
 }
 
+// takeOverLocked moves the namespaced refs of wide's cluster and resource
+// from their live informers to wide, a synced all-namespaces informer, and
+// stops those informers. The owners of the ones still pending are added to
+// wake. Failed informers are left alone: their owners move when they track
+// again.
+func (r *Registry[K]) takeOverLocked(wide *entry[K], wake map[K]struct{}) {
+	for ref, n := range r.entries {
+		if n == wide || ref.Namespace == "" || ref.Cluster != wide.ref.Cluster || ref.GVR != wide.ref.GVR || n.state.failed() {
+			continue
+		}
+		if n.state == StatePending {
+			maps.Copy(wake, n.ownerSet())
+		}
+		for served := range n.refs {
+			r.rebindLocked(served, wide)
+		}
+		n.stopLocked(StateStopped, nil)
+		delete(r.entries, ref)
+		n.log.V(1).Info("Informer stopped: the all-namespaces informer serves its ref")
+	}
+}
+
 // onWatchError runs in the reflector's goroutine each time list or watch
 // fails. 403 and 404 (and 405, a resource that cannot be watched) do not heal
-// by retrying, and a reflector retries forever, so the informer is stopped and
-// its owners told; anything else (a restarting API server, a timeout) is left
-// to the reflector's backoff.
+// by retrying soon, and a reflector retries forever, so the informer is
+// stopped and its owners told; with Options.RetryFailed a fresh informer is
+// scheduled after a backoff. Anything else (a restarting API server, a
+// timeout) is left to the reflector's backoff.
 func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 	var st State
 	switch {
@@ -215,20 +292,29 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 		return
 	}
 	e.stopLocked(st, &StateError{Ref: e.ref, State: st, Err: err})
-	var tell []K
-	for k := range e.owners {
-		if _, told := e.notified[k]; st != e.lastFailure || !told {
-			tell = append(tell, k)
-		}
-	}
-	e.lastFailure, e.notified = st, owned(e.owners)
-	if len(e.owners) == 0 {
+	tell := e.notices(func(k K) bool {
+		_, told := e.notified[k]
+		return st == e.lastFailure && told
+	})
+	e.lastFailure, e.notified = st, e.ownerSet()
+	e.attempts++
+	var retryIn time.Duration
+	if len(e.refs) == 0 {
 		delete(r.entries, e.ref)
+	} else if r.retryFailed && !r.closed {
+		retryIn = r.backoff(e.attempts)
+		e.retryAt = r.clock.Now().Add(retryIn)
+		r.wake()
 	}
+	r.changedLocked()
 	r.mu.Unlock()
 
-	e.log.Info("Informer stopped", "state", st, "err", err, "ownersTold", len(tell))
-	r.tell(e.ref, tell)
+	told := 0
+	for _, n := range tell {
+		told += len(n.owners)
+	}
+	e.log.Info("Informer stopped", "state", st, "err", err, "ownersTold", told, "retryIn", retryIn)
+	r.tell(tell)
 }
 
 // transformFor returns the entry's transform: conversion of metadata-only
@@ -256,23 +342,24 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 			return rejectedStub(u), nil
 		}
 		own := false
-		if u, ok := obj.(*unstructured.Unstructured); ok && r.fieldManager != "" {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u != nil && r.fieldManager != "" {
 			own = onlyManager(u, r.fieldManager)
-		}
-		if user != nil {
-			if obj, err = user(obj); err != nil {
-				return nil, err
-			}
 		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || u == nil {
 			// Not ours to pack; the handler and reads skip it.
 			return obj, nil
 		}
+		if err := user(u); err != nil {
+			return nil, err
+		}
 		p, err := pack(u)
 		if err != nil {
 			return nil, err
 		}
+		// The transform runs as the reflector receives the object, which is
+		// where the handler lag metric starts.
+		p.received = r.clock.Since(r.epoch)
 		p.ownerWrote = own
 		// One namespace string for the whole cache of a namespaced ref, not
 		// one per object.
@@ -313,6 +400,7 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	r, e := h.r, h.e
+	e.objects.Add(1)
 	if p.rejected {
 		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
 		return
@@ -325,7 +413,7 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
 	// An object only the owners' manager wrote is their own creation,
 	// whether or not its ExpectWrite came before the event.
-	if r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now()) || p.ownerWrote {
+	if r.exp.matchWrite(keyOf(e.ref, p.Namespace, p.Name), p.ResourceVersion, r.clock.Now()) || p.ownerWrote {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -333,7 +421,7 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 	if !ok {
 		return
 	}
-	r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u})
+	r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u}, p.received)
 }
 
 // collectInitial maps an object of the initial list to its owners instead of
@@ -342,7 +430,7 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 func (e *entry[K]) collectInitial(r *Registry[K], p *packed) {
 	// The owner may have written the object just before the informer
 	// started; the coalesced event covers that write.
-	r.exp.matchWrite(expectationKey{e.ref, p.Namespace, p.Name}, p.ResourceVersion, r.clock.Now())
+	r.exp.matchWrite(keyOf(e.ref, p.Namespace, p.Name), p.ResourceVersion, r.clock.Now())
 	u, ok := e.unpack(p)
 	if !ok {
 		return
@@ -381,22 +469,22 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 		// Out of the owners' sight from now on, as if deleted: its owner
 		// may want it back.
 		if u, ok := e.unpack(o); ok {
-			r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u})
+			r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u}, n.received)
 		}
 		return
 	case o.rejected:
-		if r.exp.matchWrite(expectationKey{e.ref, n.Namespace, n.Name}, n.ResourceVersion, r.clock.Now()) {
+		if r.exp.matchWrite(keyOf(e.ref, n.Namespace, n.Name), n.ResourceVersion, r.clock.Now()) {
 			r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 			return
 		}
 		if u, ok := e.unpack(n); ok {
-			r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u})
+			r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u}, n.received)
 		}
 		return
 	}
 	// Own writes first, so that an expectation is consumed even when the
 	// write also looks status-only.
-	if r.exp.matchWrite(expectationKey{e.ref, n.Namespace, n.Name}, n.ResourceVersion, r.clock.Now()) {
+	if r.exp.matchWrite(keyOf(e.ref, n.Namespace, n.Name), n.ResourceVersion, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -409,7 +497,7 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: nu, Old: ou})
+	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: nu, Old: ou}, n.received)
 }
 
 // statusOnly applies the status-only filter. A metadata-only object without
@@ -423,20 +511,24 @@ func (r *Registry[K]) statusOnly(o, n *packed) bool {
 }
 
 func (h *handler[K]) OnDelete(obj any) {
+	// A tombstone's object is the cached one, received long ago: no lag to
+	// measure.
+	tombstone := false
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+		obj, tombstone = t.Obj, true
 	}
 	p, ok := obj.(*packed)
 	if !ok {
 		return
 	}
 	r, e := h.r, h.e
+	e.objects.Add(-1)
 	r.stats.received[eventTypeIndex(EventDeleted)].Add(1)
 	if p.rejected {
 		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
 		return
 	}
-	if r.exp.matchDelete(expectationKey{e.ref, p.Namespace, p.Name}, r.clock.Now()) {
+	if r.exp.matchDelete(keyOf(e.ref, p.Namespace, p.Name), p.UID, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -444,7 +536,11 @@ func (h *handler[K]) OnDelete(obj any) {
 	if !ok {
 		return
 	}
-	r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u})
+	received := p.received
+	if tombstone {
+		received = 0
+	}
+	r.deliver(e, Event{Ref: e.ref, Type: EventDeleted, Object: u}, received)
 }
 
 // unpack decodes a cached object for an event. It cannot fail on what pack
@@ -459,7 +555,9 @@ func (e *entry[K]) unpack(p *packed) (*unstructured.Unstructured, bool) {
 	return u, true
 }
 
-func (r *Registry[K]) deliver(e *entry[K], ev Event) {
+// deliver maps the event to its owners and enqueues them. received is when
+// the reflector received the event (see packed.received), zero when unknown.
+func (r *Registry[K]) deliver(e *entry[K], ev Event, received time.Duration) {
 	if e.stopped.Load() {
 		return
 	}
@@ -467,6 +565,9 @@ func (r *Registry[K]) deliver(e *entry[K], ev Event) {
 	if len(keys) == 0 {
 		r.stats.filtered[filterIndex(FilterUnmapped)].Add(1)
 		return
+	}
+	if received > 0 {
+		r.metrics.handlerLag.Observe((r.clock.Since(r.epoch) - received).Seconds())
 	}
 	for _, k := range keys {
 		r.enqueue(k, ev)
@@ -482,36 +583,4 @@ func errNoClient(ref Ref, kind string) error {
 		cluster = `"` + ref.Cluster + `"`
 	}
 	return fmt.Errorf("cluster %s was set without a %s client", cluster, kind)
-}
-
-func notFound(gvr schema.GroupVersionResource, name string) error {
-	return apierrors.NewNotFound(gvr.GroupResource(), name)
-}
-
-// decodeSorted decodes the cached objects that match selector (nil for all),
-// sorted by namespace and name. Labels are matched on the packed form, so
-// objects the selector rejects are never decoded.
-func decodeSorted(objs []any, selector labels.Selector) ([]*unstructured.Unstructured, error) {
-	matched := make([]*packed, 0, len(objs))
-	for _, o := range objs {
-		p, ok := o.(*packed)
-		if !ok || p.rejected {
-			continue
-		}
-		if selector == nil || selector.Matches(labels.Set(p.Labels)) {
-			matched = append(matched, p)
-		}
-	}
-	slices.SortFunc(matched, func(a, b *packed) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	out := make([]*unstructured.Unstructured, len(matched))
-	for i, p := range matched {
-		u, err := p.unpack()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = u
-	}
-	return out, nil
 }

@@ -5,8 +5,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/json"
@@ -73,7 +75,7 @@ func TestTransformPacksOnceAndPassesPackedObjectsThrough(t *testing.T) {
 				return &unstructured.Unstructured{Object: obj(t, `{"metadata":{"name":"a","namespace":"ns","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`)}
 			},
 			`{"metadata":{"name":"a","namespace":"ns"},"data":{"k":"v"}}`},
-		{"no transform", Options[string]{NoTransform: true},
+		{"no transform", Options[string]{Transform: AsServed},
 			func() any {
 				return &unstructured.Unstructured{Object: obj(t, `{"metadata":{"name":"a","namespace":"ns","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`)}
 			},
@@ -181,4 +183,37 @@ func BenchmarkPackedDeployment(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestDecodeIntoATypedObjectEqualsTheConvertedUnstructured(t *testing.T) {
+	p := packJSON(t, servedDeployment)
+	u, err := p.unpack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &want); err != nil {
+		t.Fatal(err)
+	}
+	// into is overwritten, not merged into.
+	got := appsv1.Deployment{Spec: appsv1.DeploymentSpec{MinReadySeconds: 7}, ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"stale": "1"}}}
+	if err := p.decodeInto(&got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("typed decode (-want +got):\n%s", diff)
+	}
+	if got.ResourceVersion != "123456" || got.Generation != 1 || got.Status.ObservedGeneration != 1 || got.Kind != "Deployment" {
+		t.Fatalf("parts kept apart not restored: %+v", got)
+	}
+	var again unstructured.Unstructured
+	if err := p.decodeInto(&again); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(u.Object, again.Object); diff != "" {
+		t.Fatalf("decode into Unstructured (-want +got):\n%s", diff)
+	}
+	if err := p.decodeInto((*appsv1.Deployment)(nil)); err == nil {
+		t.Fatal("decode into a nil pointer succeeded")
+	}
 }

@@ -1,21 +1,23 @@
 package watchregistry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
 
@@ -23,6 +25,10 @@ const (
 	defaultLinger           = 2 * time.Minute
 	defaultExpectationTTL   = time.Minute
 	defaultMetricsNamespace = "watchregistry"
+	defaultRetryMaxDelay    = 5 * time.Minute
+	// retryBaseDelay is the first retry delay of a failed informer with
+	// Options.RetryFailed; it doubles with each failure of the same ref.
+	retryBaseDelay = time.Second
 )
 
 // Options configure a Registry. Map and Enqueue are required; the zero value
@@ -57,11 +63,8 @@ type Options[K comparable] struct {
 	// Add. It is called without any registry lock held and should not block.
 	Enqueue func(key K, ev Event)
 	// Transform runs on every object before it is cached. Nil means
-	// DropManagedFields. It always receives *unstructured.Unstructured, also
-	// with MetadataOnly. It must be idempotent and may mutate its argument.
-	Transform cache.TransformFunc
-	// NoTransform keeps objects exactly as served, ignoring Transform.
-	NoTransform bool
+	// DropManagedFields; AsServed keeps objects exactly as served.
+	Transform TransformFunc
 	// Keep, if set, decides which objects the caches hold. An object it
 	// rejects (one that matches the label selector but that no owner can
 	// own, such as an object someone else labelled) is held only as a stub
@@ -84,7 +87,25 @@ type Options[K comparable] struct {
 	// API responses do not carry it; a RESTMapper's KindFor fits. Nil leaves
 	// kind unset on metadata-only objects.
 	KindFor func(schema.GroupVersionResource) (schema.GroupVersionKind, error)
-	// Clock drives linger and expectation expiry; nil means the real clock.
+	// IsNamespaced, if set, lets Track reject a ref with a namespace on a
+	// cluster-scoped resource, which the API server would otherwise answer
+	// with a 404 that reads as StateGone. A RESTMapper fits:
+	// meta.RESTMapper.KindFor then RESTMapping's Scope, per cluster. It is
+	// called from Track, without any registry lock held, for the namespaced
+	// refs an owner did not track before, and should be quick (cached).
+	IsNamespaced func(cluster string, gvr schema.GroupVersionResource) (bool, error)
+	// RetryFailed makes an informer that was refused (StateForbidden) or
+	// whose resource is not served (StateGone) retry by itself, with an
+	// exponential backoff from one second up to RetryMaxDelay, for as long as
+	// an owner tracks its ref. The ref reports the failure in between, and
+	// owners are told of it once. Without it, a failed informer waits for its
+	// owners to Track the ref again.
+	RetryFailed bool
+	// RetryMaxDelay caps the backoff of RetryFailed; zero or less means five
+	// minutes.
+	RetryMaxDelay time.Duration
+	// Clock drives linger, retries and expectation expiry; nil means the
+	// real clock.
 	Clock clock.WithTicker
 	// Logger receives the registry's logs and, through the informers'
 	// contexts, client-go's, with the keys cluster, gvr, namespace and owner.
@@ -99,8 +120,10 @@ type Options[K comparable] struct {
 // Registry owns the lifecycle of dynamic (or metadata) informers for owners
 // of type K, e.g. cache.ObjectName of the custom resources of an operator.
 // Owners declare what they need with Track; the registry runs one informer
-// per Ref, delivers the events that matter through Map and Enqueue, serves
-// reads from the caches, and stops informers nobody needs.
+// per Ref (a namespaced Ref may be served by an all-namespaces informer of
+// the same cluster and resource), delivers the events that matter through
+// Map and Enqueue, serves reads from the caches, and stops informers nobody
+// needs.
 //
 // All methods are safe for concurrent use. The caches hold objects in a
 // compact encoded form: Get and List decode a fresh copy on every call, which
@@ -114,35 +137,51 @@ type Registry[K comparable] struct {
 	linger            time.Duration
 	expectationTTL    time.Duration
 	fieldManager      string
-	transform         cache.TransformFunc
+	transform         TransformFunc
 	keep              func(*unstructured.Unstructured) bool
 	deliverStatusOnly bool
 	metadataOnly      bool
 	kindFor           func(schema.GroupVersionResource) (schema.GroupVersionKind, error)
+	isNamespaced      func(string, schema.GroupVersionResource) (bool, error)
+	retryFailed       bool
+	retryMaxDelay     time.Duration
 	clock             clock.WithTicker
-	log               logr.Logger
+	// epoch is the origin of packed.received, the receipt time of an event.
+	epoch time.Time
+	log   logr.Logger
 	// logInformers says whether client-go's informer logs go to log too.
 	logInformers bool
 
-	exp   expectations
-	stats counters
-	descs descs
-	// kick wakes Run when an informer starts lingering, so that its expiry
-	// is scheduled.
+	exp     expectations
+	stats   counters
+	metrics metrics
+	// kick wakes the loop when an informer starts lingering or a retry is
+	// scheduled, so that its deadline is taken into account.
 	kick chan struct{}
+	// done is closed when the loop has returned and every informer exited.
+	done chan struct{}
 
 	// informers counts the goroutines of started informers, so that Run can
 	// return only once every one has exited.
 	informers sync.WaitGroup
 
 	mu sync.Mutex
-	// runCtx is Run's context, the parent of every informer's; nil until Run
-	// starts. Entries tracked earlier wait for it.
+	// runCtx is Start's context, the parent of every informer's; nil until
+	// Start. Entries tracked earlier wait for it.
 	runCtx   context.Context
 	closed   bool
 	clusters map[string]*clusterClients
-	entries  map[Ref]*entry[K]
-	owners   map[K]map[Ref]struct{}
+	// entries holds the informers by their own ref. An informer serves the
+	// refs bound to it: its own and, for an all-namespaces informer, the
+	// namespaced refs of the same cluster and resource.
+	entries map[Ref]*entry[K]
+	// bound maps every tracked ref to the entry serving it; all the owners of
+	// a ref share its entry.
+	bound  map[Ref]*entry[K]
+	owners map[K]map[Ref]struct{}
+	// changed is closed, and replaced, whenever an entry changes state, to
+	// wake WaitForSync.
+	changed chan struct{}
 }
 
 type clusterClients struct {
@@ -150,9 +189,9 @@ type clusterClients struct {
 	md  metadata.Interface
 }
 
-// New returns a registry; call Run to start it and SetCluster (with "" for
-// the local cluster) to give it clients. Refs may be tracked before Run: their
-// informers start when Run does.
+// New returns a registry; call Start or Run to start it and SetCluster (with
+// "" for the local cluster) to give it clients. Refs may be tracked before
+// it starts: their informers start when it does.
 func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if opts.Map == nil || opts.Enqueue == nil {
 		return nil, errors.New("watchregistry: Options.Map and Options.Enqueue are required")
@@ -172,12 +211,18 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		deliverStatusOnly: opts.DeliverStatusOnly,
 		metadataOnly:      opts.MetadataOnly,
 		kindFor:           opts.KindFor,
+		isNamespaced:      opts.IsNamespaced,
+		retryFailed:       opts.RetryFailed,
+		retryMaxDelay:     opts.RetryMaxDelay,
 		clock:             opts.Clock,
 		log:               opts.Logger,
 		kick:              make(chan struct{}, 1),
+		done:              make(chan struct{}),
 		clusters:          map[string]*clusterClients{},
 		entries:           map[Ref]*entry[K]{},
+		bound:             map[Ref]*entry[K]{},
 		owners:            map[K]map[Ref]struct{}{},
+		changed:           make(chan struct{}),
 	}
 	if r.linger <= 0 {
 		r.linger = defaultLinger
@@ -185,15 +230,16 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if r.expectationTTL <= 0 {
 		r.expectationTTL = defaultExpectationTTL
 	}
+	if r.retryMaxDelay <= 0 {
+		r.retryMaxDelay = defaultRetryMaxDelay
+	}
 	if r.transform == nil {
 		r.transform = DropManagedFields
-	}
-	if opts.NoTransform {
-		r.transform = nil
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
+	r.epoch = r.clock.Now()
 	r.logInformers = r.log.GetSink() != nil
 	if !r.logInformers {
 		r.log = logr.Discard()
@@ -202,22 +248,24 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if ns == "" {
 		ns = defaultMetricsNamespace
 	}
-	r.descs = newDescs(ns)
+	r.metrics = newMetrics(ns)
 	return r, nil
 }
 
 var _ prometheus.Collector = (*Registry[string])(nil)
 
-// Run starts the informers of the refs tracked so far, stops lingering
-// informers once their linger has passed, and expires stale expectations. It
-// blocks until ctx is done, then stops every informer and returns when all
-// have exited; the registry cannot be run again.
-func (r *Registry[K]) Run(ctx context.Context) {
+// Start starts the informers of the refs tracked so far and returns: it does
+// not block, so the registry fits any manager of long-running components.
+// Until ctx is done the registry stops lingering informers once their linger
+// has passed, retries failed ones (Options.RetryFailed) and expires stale
+// expectations; then it stops every informer, and Done is closed once all
+// have exited. It fails if the registry was started before: a registry
+// cannot be run twice.
+func (r *Registry[K]) Start(ctx context.Context) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.runCtx != nil || r.closed {
-		r.mu.Unlock()
-		r.log.Error(nil, "Run called more than once; ignoring")
-		return
+		return errors.New("watchregistry: already started")
 	}
 	r.runCtx = ctx
 	for _, e := range r.entries {
@@ -225,14 +273,33 @@ func (r *Registry[K]) Run(ctx context.Context) {
 			r.startLocked(e)
 		}
 	}
-	r.mu.Unlock()
+	go r.loop(ctx)
 	r.log.V(1).Info("Watch registry running")
+	return nil
+}
 
+// Run is the blocking form of Start: it starts the registry and returns once
+// ctx is done and every informer has exited. A second call logs an error and
+// returns at once.
+func (r *Registry[K]) Run(ctx context.Context) {
+	if err := r.Start(ctx); err != nil {
+		r.log.Error(err, "Run called on a registry that was started before; ignoring")
+		return
+	}
+	<-r.done
+}
+
+// Done is closed once a started registry has stopped: its context is done
+// and every informer has exited.
+func (r *Registry[K]) Done() <-chan struct{} { return r.done }
+
+func (r *Registry[K]) loop(ctx context.Context) {
+	defer close(r.done)
 	sweep := r.clock.NewTicker(min(r.expectationTTL, lateExpectationTTL))
 	defer sweep.Stop()
 	for {
 		now := r.clock.Now()
-		next := r.expireIdle(now)
+		next := earliest(r.expireIdle(now), r.retryDue(now))
 		var timer clock.Timer
 		var timerC <-chan time.Time
 		if !next.IsZero() {
@@ -257,6 +324,21 @@ func (r *Registry[K]) Run(ctx context.Context) {
 	}
 }
 
+// earliest returns the earlier of two deadlines, a zero time meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func (r *Registry[K]) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (r *Registry[K]) shutdown() {
 	r.mu.Lock()
 	r.closed = true
@@ -265,11 +347,18 @@ func (r *Registry[K]) shutdown() {
 			e.stopLocked(StateStopped, nil)
 		}
 	}
+	r.changedLocked()
 	r.mu.Unlock()
-	// Informer contexts derive from Run's, so they are already cancelled;
+	// Informer contexts derive from Start's, so they are already cancelled;
 	// wait for their goroutines so that nothing outlives Run.
 	r.informers.Wait()
 	r.log.V(1).Info("Watch registry stopped")
+}
+
+// changedLocked wakes the WaitForSync calls: some entry changed state.
+func (r *Registry[K]) changedLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // expireIdle stops informers whose linger has passed and returns the next
@@ -279,21 +368,64 @@ func (r *Registry[K]) expireIdle(now time.Time) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for ref, e := range r.entries {
-		if len(e.owners) > 0 || e.idleSince.IsZero() {
+		if len(e.refs) > 0 || e.idleSince.IsZero() {
 			continue
 		}
 		deadline := e.idleSince.Add(r.linger)
 		if now.Before(deadline) {
-			if next.IsZero() || deadline.Before(next) {
-				next = deadline
-			}
+			next = earliest(next, deadline)
 			continue
 		}
 		e.stopLocked(StateStopped, nil)
 		delete(r.entries, ref)
+		r.changedLocked()
 		e.log.V(1).Info("Informer stopped: no owner needed it for the linger period", "linger", r.linger)
 	}
 	return next
+}
+
+// retryDue replaces the failed informers whose retry is due with fresh ones
+// and returns the next retry deadline, or the zero time when none is
+// pending. Only Options.RetryFailed schedules retries.
+func (r *Registry[K]) retryDue(now time.Time) time.Time {
+	var next time.Time
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return next
+	}
+	for ref, e := range r.entries {
+		if e.retryAt.IsZero() {
+			continue
+		}
+		if now.Before(e.retryAt) {
+			next = earliest(next, e.retryAt)
+			continue
+		}
+		e.retryAt = time.Time{}
+		c, ok := r.clusters[ref.Cluster]
+		if !ok || len(e.refs) == 0 {
+			continue
+		}
+		fresh, err := r.newEntry(ref, c, e)
+		if err != nil {
+			e.log.Error(err, "Cannot retry the informer")
+			continue
+		}
+		fresh.log.V(1).Info("Retrying informer", "previousState", e.state, "attempt", fresh.attempts)
+		r.replaceLocked(e, fresh)
+	}
+	return next
+}
+
+// backoff returns the delay before the retry that follows the given number
+// of consecutive failures: one second, doubling, capped at RetryMaxDelay.
+func (r *Registry[K]) backoff(failures int) time.Duration {
+	d := retryBaseDelay
+	for i := 1; i < failures && d < r.retryMaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, r.retryMaxDelay)
 }
 
 // SetCluster adds or replaces the clients of a cluster; "" is the local
@@ -305,15 +437,13 @@ func (r *Registry[K]) SetCluster(name string, dyn dynamic.Interface, md metadata
 	r.mu.Lock()
 	_, replaced := r.clusters[name]
 	r.clusters[name] = &clusterClients{dyn: dyn, md: md}
-	var tell map[Ref][]K
+	var tell []notice[K]
 	if replaced {
 		tell = r.stopClusterLocked(name)
 	}
 	r.mu.Unlock()
 	r.log.V(1).Info("Cluster clients set", "cluster", name, "replaced", replaced)
-	for ref, owners := range tell {
-		r.tell(ref, owners)
-	}
+	r.tell(tell)
 }
 
 // RemoveCluster forgets a cluster's clients and stops its informers; their
@@ -323,46 +453,47 @@ func (r *Registry[K]) RemoveCluster(name string) {
 	r.mu.Lock()
 	_, known := r.clusters[name]
 	delete(r.clusters, name)
-	var tell map[Ref][]K
+	var tell []notice[K]
 	if known {
 		tell = r.stopClusterLocked(name)
 	}
 	r.mu.Unlock()
 	r.log.V(1).Info("Cluster removed", "cluster", name)
-	for ref, owners := range tell {
-		r.tell(ref, owners)
-	}
+	r.tell(tell)
 }
 
 // stopClusterLocked stops every informer of the cluster and returns the
-// owners to tell, by ref. Refs with owners stay, as StateStopped, so that
+// owners to tell. Refs with owners stay bound, as StateStopped, so that
 // State and Get explain what happened until the owners track anew.
-func (r *Registry[K]) stopClusterLocked(name string) map[Ref][]K {
-	tell := map[Ref][]K{}
+func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
+	var tell []notice[K]
 	for ref, e := range r.entries {
 		if ref.Cluster != name {
 			continue
 		}
 		e.stopLocked(StateStopped, nil)
-		if len(e.owners) == 0 {
+		if len(e.refs) == 0 {
 			delete(r.entries, ref)
 			continue
 		}
-		for k := range e.owners {
-			tell[ref] = append(tell[ref], k)
-		}
+		tell = append(tell, e.notices(nil)...)
 		e.log.Info("Informer stopped: cluster clients replaced or removed")
 	}
+	r.changedLocked()
 	return tell
 }
 
 // Track replaces the whole set of refs the owner needs, atomically: informers
 // for new refs are acquired (started on first interest) before the ones the
 // owner no longer needs are released, so that an object moving between refs
-// is never unwatched. A ref that is Forbidden, Gone or Stopped gets a fresh
+// is never unwatched. A namespaced ref is served by the all-namespaces
+// informer of its cluster and resource when one runs, rather than by an
+// informer of its own. A ref that is Forbidden, Gone or Stopped gets a fresh
 // informer, which is how an owner retries once RBAC or a CRD is fixed. Track
-// never blocks on the API server. It fails, changing nothing, for a ref of an
-// unknown cluster or an invalid ref, and after the registry has shut down.
+// never blocks on the API server. It fails, changing nothing, for an invalid
+// ref, a ref of an unknown cluster, a namespaced ref of a cluster-scoped
+// resource (with Options.IsNamespaced), and after the registry has shut
+// down.
 func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	want := make(map[Ref]struct{}, len(refs))
 	for _, ref := range refs {
@@ -371,43 +502,63 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		}
 		want[ref] = struct{}{}
 	}
+	if err := r.checkScopes(owner, want); err != nil {
+		return err
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return fmt.Errorf("track for owner %v: registry has shut down: %w", owner, ErrStopped)
 	}
-	// Build every informer the new set needs before changing anything, so that
-	// a failing Track leaves the owner's set as it was.
+	// Resolve every ref before changing anything, so that a failing Track
+	// leaves the owner's set as it was. All-namespaces refs come first, so
+	// that a namespaced ref tracked with them is served by their informer.
+	plan := make(map[Ref]*entry[K], len(want))
 	fresh := map[Ref]*entry[K]{}
-	for ref := range want {
+	for _, ref := range slices.SortedFunc(maps.Keys(want), wideFirst) {
 		c, ok := r.clusters[ref.Cluster]
 		if !ok {
 			return fmt.Errorf("track %s for owner %v: unknown cluster %q (add it with SetCluster)", ref, owner, ref.Cluster)
 		}
-		if e := r.entries[ref]; e != nil && !e.state.failed() {
+		if e := r.bound[ref]; e != nil && !e.state.failed() {
+			plan[ref] = e
 			continue
 		}
-		e, err := r.newEntry(ref, c, r.entries[ref])
+		if e := r.coverLocked(ref, fresh); e != nil {
+			plan[ref] = e
+			continue
+		}
+		prev := r.bound[ref]
+		if prev == nil {
+			prev = r.entries[ref]
+		}
+		e, err := r.newEntry(ref, c, prev)
 		if err != nil {
 			return fmt.Errorf("track %s for owner %v: %w", ref, owner, err)
 		}
-		fresh[ref] = e
+		fresh[ref], plan[ref] = e, e
 	}
 	for ref, e := range fresh {
 		if old := r.entries[ref]; old != nil {
 			e.log.V(1).Info("Restarting informer", "owner", owner, "previousState", old.state)
+			r.replaceLocked(old, e)
 		} else {
 			e.log.V(1).Info("Informer requested", "owner", owner)
-		}
-		r.entries[ref] = e
-		if r.runCtx != nil {
-			r.startLocked(e)
+			r.entries[ref] = e
+			if r.runCtx != nil {
+				r.startLocked(e)
+			}
 		}
 	}
-	for ref := range want {
-		e := r.entries[ref]
-		e.owners[owner] = struct{}{}
+	for ref, e := range plan {
+		if r.bound[ref] != e {
+			r.rebindLocked(ref, e)
+		}
+		if e.refs[ref] == nil {
+			e.refs[ref] = map[K]struct{}{}
+		}
+		e.refs[ref][owner] = struct{}{}
 		e.idleSince = time.Time{}
 	}
 	for ref := range r.owners[owner] {
@@ -420,8 +571,118 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	} else {
 		r.owners[owner] = want
 	}
+	if len(fresh) > 0 {
+		r.changedLocked()
+	}
 	r.log.V(2).Info("Tracking", "owner", owner, "refs", len(want), "started", len(fresh))
 	return nil
+}
+
+// wideFirst orders all-namespaces refs before namespaced ones, then by
+// cluster, resource and namespace, so that Track resolves deterministically.
+func wideFirst(a, b Ref) int {
+	switch {
+	case a.Namespace == "" && b.Namespace != "":
+		return -1
+	case a.Namespace != "" && b.Namespace == "":
+		return 1
+	}
+	return compareRefs(a, b)
+}
+
+// checkScopes rejects namespaced refs of cluster-scoped resources, when
+// Options.IsNamespaced can tell. Refs the owner already tracks were checked
+// when it first tracked them.
+func (r *Registry[K]) checkScopes(owner K, want map[Ref]struct{}) error {
+	if r.isNamespaced == nil {
+		return nil
+	}
+	r.mu.Lock()
+	var check []Ref
+	for ref := range want {
+		if _, had := r.owners[owner][ref]; !had && ref.Namespace != "" {
+			check = append(check, ref)
+		}
+	}
+	r.mu.Unlock()
+	for _, ref := range check {
+		namespaced, err := r.isNamespaced(ref.Cluster, ref.GVR)
+		if err != nil {
+			return fmt.Errorf("track %s for owner %v: scope of the resource: %w", ref, owner, err)
+		}
+		if !namespaced {
+			return fmt.Errorf("track %s for owner %v: %w", ref, owner, ErrClusterScoped)
+		}
+	}
+	return nil
+}
+
+// coverLocked returns the live entry that would serve ref, nil if none: its
+// own informer, or the all-namespaces informer of its cluster and resource
+// (preferred once synced, or when the ref has no informer of its own). fresh
+// holds entries this Track is creating.
+func (r *Registry[K]) coverLocked(ref Ref, fresh map[Ref]*entry[K]) *entry[K] {
+	live := func(e *entry[K]) *entry[K] {
+		if e != nil && e.state.failed() {
+			return nil
+		}
+		return e
+	}
+	own := cmp.Or(live(r.entries[ref]), fresh[ref])
+	if ref.Namespace == "" {
+		return own
+	}
+	wide := cmp.Or(live(r.entries[ref.allNamespaces()]), fresh[ref.allNamespaces()])
+	if wide != nil && (own == nil || wide.state == StateSynced) {
+		return wide
+	}
+	return own
+}
+
+// servingLocked returns the entry that serves reads of ref: the one it is
+// bound to when tracked, else a live informer covering it (one lingering, or
+// tracked for other refs); nil when there is none.
+func (r *Registry[K]) servingLocked(ref Ref) *entry[K] {
+	if e := r.bound[ref]; e != nil {
+		return e
+	}
+	return r.coverLocked(ref, nil)
+}
+
+// rebindLocked moves ref, with all its owners, to entry to. An entry left
+// serving nothing is dropped if it had failed; live ones are handled by
+// their callers.
+func (r *Registry[K]) rebindLocked(ref Ref, to *entry[K]) {
+	from := r.bound[ref]
+	r.bound[ref] = to
+	if from == nil || from == to {
+		return
+	}
+	owners := from.refs[ref]
+	delete(from.refs, ref)
+	if len(owners) > 0 {
+		if to.refs[ref] == nil {
+			to.refs[ref] = map[K]struct{}{}
+		}
+		maps.Copy(to.refs[ref], owners)
+		to.idleSince = time.Time{}
+	}
+	if len(from.refs) == 0 && from.state.failed() && r.entries[from.ref] == from {
+		delete(r.entries, from.ref)
+	}
+}
+
+// replaceLocked puts fresh in the place of old, a failed entry of the same
+// ref, with every ref old served, and starts it when the registry runs.
+func (r *Registry[K]) replaceLocked(old, fresh *entry[K]) {
+	r.entries[fresh.ref] = fresh
+	for ref := range old.refs {
+		r.rebindLocked(ref, fresh)
+	}
+	if r.runCtx != nil {
+		r.startLocked(fresh)
+	}
+	r.changedLocked()
 }
 
 // Forget releases every ref of the owner, as Track(owner, nil) does.
@@ -438,35 +699,43 @@ func (r *Registry[K]) Forget(owner K) {
 // releaseLocked drops the owner from the ref; an informer left without owners
 // lingers, unless nothing runs for it anyway.
 func (r *Registry[K]) releaseLocked(owner K, ref Ref) {
-	e := r.entries[ref]
+	e := r.bound[ref]
 	if e == nil {
 		return
 	}
-	delete(e.owners, owner)
-	delete(e.notified, owner)
-	if len(e.owners) > 0 {
+	if owners := e.refs[ref]; owners != nil {
+		delete(owners, owner)
+		if len(owners) == 0 {
+			delete(e.refs, ref)
+			delete(r.bound, ref)
+		}
+	}
+	if !e.hasOwner(owner) {
+		delete(e.notified, owner)
+	}
+	if len(e.refs) > 0 {
 		return
 	}
 	if e.state.failed() || e.cancel == nil {
-		// Ended, or never started because Run has not begun: nothing to keep
-		// warm.
+		// Ended, or never started because the registry has not: nothing to
+		// keep warm.
 		e.stopLocked(e.state, e.err)
-		delete(r.entries, ref)
+		if r.entries[e.ref] == e {
+			delete(r.entries, e.ref)
+		}
+		r.changedLocked()
 		return
 	}
 	e.idleSince = r.clock.Now()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.wake()
 }
 
-// State returns the state of the ref's informer, StateNotTracked when there
-// is none.
+// State returns the state of the informer serving the ref, StateNotTracked
+// when there is none.
 func (r *Registry[K]) State(ref Ref) State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[ref]; e != nil {
+	if e := r.servingLocked(ref); e != nil {
 		return e.state
 	}
 	return StateNotTracked
@@ -475,188 +744,110 @@ func (r *Registry[K]) State(ref Ref) State {
 // Synced reports whether the ref's cache is ready to read.
 func (r *Registry[K]) Synced(ref Ref) bool { return r.State(ref) == StateSynced }
 
-// indexer returns the cache of a synced ref, or the typed error saying why
-// it cannot be read.
-func (r *Registry[K]) indexer(ref Ref) (cache.Indexer, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.entries[ref]
-	if e == nil {
-		return nil, fmt.Errorf("%s: %w", ref, ErrNotTracked)
-	}
-	switch e.state {
-	case StateSynced:
-		return e.informer.GetIndexer(), nil
-	case StatePending:
-		return nil, fmt.Errorf("%s: %w", ref, ErrNotSynced)
-	default:
-		return nil, e.err
+// WaitForSync blocks until the informer serving ref has synced, and returns
+// nil then. It returns ErrNotTracked for a ref nobody tracks, the ref's
+// StateError once its informer has ended for good, and ctx's error (joined
+// with the ref's last StateError, if any) when ctx is done first. With
+// Options.RetryFailed, Forbidden and Gone are not the end: it keeps waiting
+// through the retries.
+func (r *Registry[K]) WaitForSync(ctx context.Context, ref Ref) error {
+	var last error
+	for {
+		r.mu.Lock()
+		e := r.servingLocked(ref)
+		changed := r.changed
+		var st State
+		var stErr error
+		if e != nil {
+			st, stErr = e.state, e.err
+		}
+		retrying := e != nil && !e.retryAt.IsZero()
+		r.mu.Unlock()
+		switch {
+		case e == nil:
+			return fmt.Errorf("wait for %s: %w", ref, ErrNotTracked)
+		case st == StateSynced:
+			return nil
+		case st.failed() && !retrying:
+			return stErr
+		case st.failed():
+			last = stErr
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("wait for %s: %w; last failure: %w", ref, ctx.Err(), last)
+			}
+			return fmt.Errorf("wait for %s: %w", ref, ctx.Err())
+		case <-changed:
+		}
 	}
 }
 
-// Get returns an object from the ref's cache. It fails with an apierrors
-// NotFound error when the cache does not hold it, ErrNotSynced before the
-// initial list completed (it never blocks), a StateError matching
-// ErrForbidden, ErrGone or ErrStopped when the informer ended, and
-// ErrNotTracked for an unknown ref. namespace is "" for cluster-scoped
-// objects. The object is decoded for this call: the caller's to mutate.
-func (r *Registry[K]) Get(ref Ref, namespace, name string) (*unstructured.Unstructured, error) {
-	p, found, err := r.lookup(ref, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, notFound(ref.GVR, name)
-	}
-	u, err := p.unpack()
-	if err != nil {
-		return nil, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
-	}
-	return u, nil
-}
-
-// lookup returns the cached form of an object, without decoding it; found is
-// false when the cache does not hold it. Errors are those Get documents.
-func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found bool, err error) {
-	if ref.Namespace != "" && namespace != ref.Namespace {
-		return nil, false, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
-	}
-	idx, err := r.indexer(ref)
-	if err != nil {
-		return nil, false, fmt.Errorf("get %s/%s: %w", namespace, name, err)
-	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	obj, ok, err := idx.GetByKey(key)
-	if err != nil {
-		return nil, false, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	p, ok = obj.(*packed)
-	if !ok {
-		return nil, false, fmt.Errorf("get %s/%s from %s: the transform left a %T", namespace, name, ref, obj)
-	}
-	if p.rejected {
-		return nil, false, nil
-	}
-	return p, true, nil
-}
-
-// List returns the cached objects of the ref in namespace ("" for all the ref
-// covers) that match selector (nil for all), sorted by namespace and name. It
-// fails like Get. The objects are decoded for this call: the caller's to
-// mutate. Only the objects that match are decoded, so a narrow selector keeps
-// a List over a large cache cheap.
-func (r *Registry[K]) List(ref Ref, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
-	if ref.Namespace != "" && namespace != "" && namespace != ref.Namespace {
-		return nil, fmt.Errorf("list in namespace %s: outside the scope of %s", namespace, ref)
-	}
-	idx, err := r.indexer(ref)
-	if err != nil {
-		return nil, fmt.Errorf("list in namespace %q: %w", namespace, err)
-	}
-	var objs []any
-	if namespace == "" || ref.Namespace != "" {
-		objs = idx.List()
-	} else if objs, err = idx.ByIndex(cache.NamespaceIndex, namespace); err != nil {
-		return nil, fmt.Errorf("list %s in namespace %s: %w", ref, namespace, err)
-	}
-	out, err := decodeSorted(objs, selector)
-	if err != nil {
-		return nil, fmt.Errorf("list %s in namespace %q: %w", ref, namespace, err)
-	}
-	return out, nil
-}
-
-// ExpectWrite announces the owner's own create, update or apply of an
-// object, which the API server answered with resourceVersion: the add or
-// update event at that resourceVersion is not delivered (counted as
-// own-write). Call it right after the write returns. Unused expectations
-// expire after Options.ExpectationTTL.
-func (r *Registry[K]) ExpectWrite(ref Ref, namespace, name, resourceVersion string) {
-	if resourceVersion == "" {
+// ExpectWrite announces the owner's own create, update or apply of obj, as
+// the API server answered it (its namespace, name and resourceVersion are
+// read): the add or update event of that version is not delivered (counted
+// as own-write), by whichever informer of ref's cluster and resource
+// delivers it. Call it right after the write returns. Unused expectations
+// expire after Options.ExpectationTTL. Without the object at hand,
+// &metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv} will do.
+func (r *Registry[K]) ExpectWrite(ref Ref, obj metav1.Object) {
+	rv := obj.GetResourceVersion()
+	if rv == "" {
 		return
 	}
+	ns, name := obj.GetNamespace(), obj.GetName()
 	// When the cache already holds the version, its event has come first
 	// and is handled or about to be (the cache is updated before handlers
 	// run): the expectation is needed for moments at most, not for the TTL.
 	ttl := r.expectationTTL
-	if r.cached(ref, namespace, name, resourceVersion) {
+	if r.cached(ref, ns, name, rv) {
 		ttl = min(ttl, lateExpectationTTL)
 	}
-	r.exp.expectWrite(expectationKey{ref, namespace, name}, resourceVersion, r.clock.Now().Add(ttl))
+	r.exp.expectWrite(keyOf(ref, ns, name), rv, r.clock.Now().Add(ttl))
 }
 
 // lateExpectationTTL bounds an expectation whose event reached the cache
 // before ExpectWrite was called.
 const lateExpectationTTL = 5 * time.Second
 
-// cached reports whether the cache of ref holds the object at
+// cached reports whether the cache serving ref holds the object at
 // resourceVersion.
 func (r *Registry[K]) cached(ref Ref, namespace, name, resourceVersion string) bool {
 	p, found, err := r.lookup(ref, namespace, name)
 	return err == nil && found && p.ResourceVersion == resourceVersion
 }
 
-// ExpectDelete announces the owner's own delete of an object: its next
-// delete event is not delivered (counted as own-write). Unused expectations
-// expire after Options.ExpectationTTL.
-func (r *Registry[K]) ExpectDelete(ref Ref, namespace, name string) {
-	r.exp.expectDelete(expectationKey{ref, namespace, name}, r.clock.Now().Add(r.expectationTTL))
+// ExpectDelete announces the owner's own delete of obj (its namespace, name
+// and UID are read; call it before deleting): its delete event is not
+// delivered (counted as own-write). With a UID, only that object's delete
+// matches, from any informer; the delete of an object re-created under the
+// same name since is delivered. Without one, the first delete of the name
+// matches. Unused expectations expire after Options.ExpectationTTL.
+func (r *Registry[K]) ExpectDelete(ref Ref, obj metav1.Object) {
+	r.exp.expectDelete(keyOf(ref, obj.GetNamespace(), obj.GetName()), obj.GetUID(), r.clock.Now().Add(r.expectationTTL))
 }
 
-// tell enqueues the owners of ref with EventStateChanged; callers must not
-// hold r.mu.
-func (r *Registry[K]) tell(ref Ref, owners []K) {
-	ev := Event{Ref: ref, Type: EventStateChanged}
-	r.stats.received[eventTypeIndex(EventStateChanged)].Add(1)
-	for _, k := range owners {
-		r.enqueue(k, ev)
-	}
-	r.stats.delivered.Add(uint64(len(owners)))
+// notice is an EventStateChanged to deliver: the owners of one ref.
+type notice[K comparable] struct {
+	ref    Ref
+	owners []K
 }
 
-// checkInvariants verifies the bookkeeping that the concurrency tests rely
-// on: every tracked ref has a live (or failed, awaiting re-Track) entry that
-// lists the owner, and no entry hands out a stopped informer.
-func (r *Registry[K]) checkInvariants() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for owner, refs := range r.owners {
-		if len(refs) == 0 {
-			return fmt.Errorf("owner %v has an empty ref set", owner)
+// tell enqueues owners with EventStateChanged, each with the ref it tracks;
+// callers must not hold r.mu.
+func (r *Registry[K]) tell(notices []notice[K]) {
+	for _, n := range notices {
+		if len(n.owners) == 0 {
+			continue
 		}
-		for ref := range refs {
-			e := r.entries[ref]
-			if e == nil {
-				return fmt.Errorf("owner %v tracks %s but no entry exists", owner, ref)
-			}
-			if _, ok := e.owners[owner]; !ok {
-				return fmt.Errorf("entry %s does not list its owner %v", ref, owner)
-			}
+		ev := Event{Ref: n.ref, Type: EventStateChanged}
+		r.stats.received[eventTypeIndex(EventStateChanged)].Add(1)
+		for _, k := range n.owners {
+			r.enqueue(k, ev)
 		}
+		r.stats.delivered.Add(uint64(len(n.owners)))
 	}
-	for ref, e := range r.entries {
-		for owner := range e.owners {
-			if _, ok := r.owners[owner][ref]; !ok {
-				return fmt.Errorf("entry %s lists owner %v that does not track it", ref, owner)
-			}
-		}
-		if len(e.owners) > 0 && !e.idleSince.IsZero() {
-			return fmt.Errorf("entry %s has owners but is lingering", ref)
-		}
-		if e.stopped.Load() && !e.state.failed() {
-			return fmt.Errorf("entry %s is in state %s but its informer was stopped", ref, e.state)
-		}
-		if !e.state.failed() && r.runCtx != nil && !r.closed && (e.cancel == nil || e.informer.IsStopped()) {
-			return fmt.Errorf("entry %s is in state %s but its informer is not running", ref, e.state)
-		}
-	}
-	return nil
 }
 
 // owned copies a set of owner keys.

@@ -9,7 +9,8 @@ import (
 // Stats is a snapshot of the registry's figures, the same that its
 // Prometheus collector reports.
 type Stats struct {
-	// Informers counts the tracked refs (and lingering informers) by state.
+	// Informers counts the informers by state: running and lingering ones,
+	// and failed ones that owners still track.
 	Informers map[State]int
 	// Running counts informers whose goroutines have not exited yet,
 	// including stopped ones still winding down.
@@ -18,7 +19,8 @@ type Stats struct {
 	Started uint64
 	// Owners counts owners that track at least one ref.
 	Owners int
-	// CachedObjects counts the objects held by all caches.
+	// CachedObjects counts the objects held by all caches, kept as the
+	// informers deliver them rather than counted at each call.
 	CachedObjects int
 	// Expectations counts pending ExpectWrite and ExpectDelete expectations.
 	Expectations int
@@ -65,20 +67,15 @@ func (r *Registry[K]) Stats() Stats {
 		Received:  make(map[EventType]uint64, len(eventTypes)),
 		Filtered:  make(map[FilterReason]uint64, len(filterReasons)),
 	}
-	var stores []interface{ ListKeys() []string }
 	r.mu.Lock()
 	for _, e := range r.entries {
 		s.Informers[e.state]++
 		if e.state == StateSynced || e.state == StatePending {
-			stores = append(stores, e.informer.GetStore())
+			s.CachedObjects += int(e.objects.Load())
 		}
 	}
 	s.Owners = len(r.owners)
 	r.mu.Unlock()
-	// Counted outside the registry lock: each store takes its own.
-	for _, st := range stores {
-		s.CachedObjects += len(st.ListKeys())
-	}
 	s.Running = int(r.stats.running.Load())
 	s.Started = r.stats.started.Load()
 	s.Expectations = r.exp.len()
@@ -92,16 +89,25 @@ func (r *Registry[K]) Stats() Stats {
 	return s
 }
 
-type descs struct {
+// metrics holds the descriptions of the figures Stats reports, and the
+// histograms that only the collector reports.
+type metrics struct {
 	informers, running, started, owners, cached, expectations *prometheus.Desc
 	received, delivered, filtered                             *prometheus.Desc
+	// syncDuration observes, per informer, the time from its start to the
+	// end of its initial list.
+	syncDuration prometheus.Histogram
+	// handlerLag observes, per delivered event, the time from the
+	// reflector's receipt of the event to the first Enqueue: the queueing
+	// and filtering the registry adds, Map included.
+	handlerLag prometheus.Histogram
 }
 
-func newDescs(ns string) descs {
+func newMetrics(ns string) metrics {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
-	return descs{
+	return metrics{
 		informers:    d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped).", "state"),
 		running:      d("informers_running", "Informers whose goroutines have not exited yet."),
 		started:      d("informers_started_total", "Informers started."),
@@ -111,21 +117,33 @@ func newDescs(ns string) descs {
 		received:     d("events_received_total", "Events produced by the informers, by type.", "type"),
 		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue."),
 		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "informer_sync_duration_seconds",
+			Help:    "Time from an informer's start to the end of its initial list.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 15), // 5ms to about 80s
+		}),
+		handlerLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "handler_lag_seconds",
+			Help:    "Time from the reflector's receipt of an event to its first Enqueue.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50µs to about 1.6s
+		}),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
-	d := r.descs
+	d := r.metrics
 	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.received, d.delivered, d.filtered} {
 		ch <- x
 	}
+	d.syncDuration.Describe(ch)
+	d.handlerLag.Describe(ch)
 }
 
 // Collect implements prometheus.Collector, reporting a Stats snapshot.
 func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	s := r.Stats()
-	d := r.descs
+	d := r.metrics
 	for _, st := range states {
 		ch <- prometheus.MustNewConstMetric(d.informers, prometheus.GaugeValue, float64(s.Informers[st]), string(st))
 	}
@@ -141,4 +159,6 @@ func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range filterReasons {
 		ch <- prometheus.MustNewConstMetric(d.filtered, prometheus.CounterValue, float64(s.Filtered[f]), string(f))
 	}
+	d.syncDuration.Collect(ch)
+	d.handlerLag.Collect(ch)
 }

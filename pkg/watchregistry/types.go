@@ -3,14 +3,17 @@ package watchregistry
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Ref names what an owner needs watched: one resource of one cluster, in one
-// namespace or in all of them. The registry runs exactly one informer per
-// distinct Ref, however many owners track it.
+// namespace or in all of them. The registry runs at most one informer per
+// distinct Ref, however many owners track it, and none for a namespaced Ref
+// that a running all-namespaces informer of the same cluster and resource
+// already covers.
 type Ref struct {
 	// Cluster names a cluster registered with SetCluster; "" is the local
 	// cluster.
@@ -38,6 +41,13 @@ func (r Ref) String() string {
 		cluster = "cluster " + r.Cluster
 	}
 	return fmt.Sprintf("%s in %s of %s", res, scope, cluster)
+}
+
+// allNamespaces returns the ref of the same cluster and resource in all
+// namespaces: the informer that may serve r.
+func (r Ref) allNamespaces() Ref {
+	r.Namespace = ""
+	return r
 }
 
 func (r Ref) validate() error {
@@ -70,7 +80,10 @@ const (
 
 // Event is what Map and Enqueue receive.
 type Event struct {
-	// Ref is the informer the event came from.
+	// Ref is the ref of the informer the event came from. For an
+	// EventStateChanged it is the ref the owner tracks; for other events it
+	// may be the all-namespaces ref of an informer that serves the owner's
+	// namespaced ref.
 	Ref Ref
 	// Type is the kind of event.
 	Type EventType
@@ -159,6 +172,9 @@ var (
 	// ErrStopped is returned for a ref whose informer was stopped with its
 	// cluster, and by Track once the registry has shut down.
 	ErrStopped = errors.New("informer stopped")
+	// ErrClusterScoped is matched by the error of a Track that gave a
+	// namespace to a cluster-scoped resource (see Options.IsNamespaced).
+	ErrClusterScoped = errors.New("resource is cluster-scoped: track it with an empty namespace")
 )
 
 // StateError is the error of a ref whose informer ended: errors.Is matches
@@ -197,4 +213,32 @@ func (e *StateError) sentinel() error {
 	default:
 		return ErrStopped
 	}
+}
+
+// RefSnapshot describes one tracked ref (or one lingering informer) at a
+// moment, for status pages, debugging and tests.
+type RefSnapshot struct {
+	// Ref is the tracked ref.
+	Ref Ref
+	// ServedBy is the ref of the informer that serves it: Ref itself, or the
+	// all-namespaces ref of a wider informer of the same cluster and resource.
+	ServedBy Ref
+	// State is the state of that informer.
+	State State
+	// Objects counts the objects in that informer's cache (the whole cache
+	// when a wider informer serves the ref), rejected stubs included.
+	Objects int
+	// Owners counts the owners tracking Ref; zero for a lingering informer.
+	Owners int
+	// LingeringSince is when the informer's last owner left; zero while it
+	// has owners.
+	LingeringSince time.Time
+	// LastError is the StateError of a failed informer, nil otherwise.
+	LastError error
+	// StartedAt and SyncedAt are when the informer started and completed its
+	// initial list; zero until then.
+	StartedAt, SyncedAt time.Time
+	// NextRetry is when a failed informer is retried (Options.RetryFailed);
+	// zero when no retry is scheduled.
+	NextRetry time.Time
 }

@@ -1,0 +1,74 @@
+// Package fake helps unit-test code built on watchregistry with client-go's
+// fake dynamic client, without an API server.
+//
+// The fake client's object tracker stores objects without ever setting their
+// metadata.resourceVersion, so an informer sees every update at the same
+// (empty) version, and the registry filters it as a resync: nothing is
+// delivered. BumpResourceVersions makes the fake client behave like an API
+// server in that respect:
+//
+//	dyn := dynamicfake.NewSimpleDynamicClient(scheme)
+//	fake.BumpResourceVersions(dyn)
+//	reg.SetCluster("", dyn, nil)
+package fake
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+// BumpResourceVersions makes every create, update and patch through c store
+// the object with a new resourceVersion, increasing across the client, and
+// return it with that version, as an API server does. Objects given to the
+// client's constructor or added to its tracker directly keep theirs, and
+// server-side apply is left as the fake client does it. Call it before the
+// client is used.
+func BumpResourceVersions(c *dynamicfake.FakeDynamicClient) {
+	t := &bumpingTracker{ObjectTracker: c.Tracker()}
+	// Prepended, so that it handles every verb before the client's own
+	// reaction on the same tracker; watches are a separate chain and still
+	// see every change.
+	c.PrependReactor("*", "*", clienttesting.ObjectReaction(t))
+}
+
+type bumpingTracker struct {
+	clienttesting.ObjectTracker
+	rv atomic.Uint64
+}
+
+func (t *bumpingTracker) bump(obj runtime.Object) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	m.SetResourceVersion(strconv.FormatUint(t.rv.Add(1), 10))
+	return nil
+}
+
+func (t *bumpingTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	if err := t.bump(obj); err != nil {
+		return err
+	}
+	return t.ObjectTracker.Create(gvr, obj, ns, opts...)
+}
+
+func (t *bumpingTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	if err := t.bump(obj); err != nil {
+		return err
+	}
+	return t.ObjectTracker.Update(gvr, obj, ns, opts...)
+}
+
+func (t *bumpingTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	if err := t.bump(obj); err != nil {
+		return err
+	}
+	return t.ObjectTracker.Patch(gvr, obj, ns, opts...)
+}
