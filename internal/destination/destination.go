@@ -76,13 +76,17 @@ type impersonated struct {
 	meta   metadata.Interface
 }
 
-func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, mapper *Mapper) (*clusterClients, error) {
-	if cfg == nil {
-		return nil, fmt.Errorf("clients of cluster %q: no client configuration", name)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("metadata client of cluster %q: %w", name, err)
+// newClusterClients builds the clients of a cluster; md, when nil, is built
+// from cfg.
+func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, md metadata.Interface, mapper *Mapper) (*clusterClients, error) {
+	if md == nil {
+		if cfg == nil {
+			return nil, fmt.Errorf("clients of cluster %q: no client configuration", name)
+		}
+		var err error
+		if md, err = metadata.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("metadata client of cluster %q: %w", name, err)
+		}
 	}
 	return &clusterClients{name: name, config: cfg, client: client, meta: md, mapper: mapper, impersonated: map[string]*impersonated{}}, nil
 }
@@ -94,6 +98,13 @@ type Options struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 	Config  *rest.Config
+	// Metadata and Discovery, when set, replace the metadata client built
+	// from Config and the discovery client built on Kube's REST client.
+	// Neither fake clientset offers those (the fake Kube has no REST
+	// client), so tests that resolve destinations without an API server
+	// pass fakes here; nil builds the real ones.
+	Metadata  metadata.Interface
+	Discovery discovery.DiscoveryInterface
 	// Registry is told of every destination cluster, so that it can watch
 	// objects there.
 	Registry *watchregistry.Registry[cache.ObjectName]
@@ -132,8 +143,10 @@ func New(opts Options) (*Resolver, error) {
 	if opts.Enqueue == nil {
 		opts.Enqueue = func(cache.ObjectName) {}
 	}
-	local, err := newClusterClients(LocalCluster, opts.Config, opts.Dynamic,
-		newMapper(discovery.NewDiscoveryClient(opts.Kube.Discovery().RESTClient()), opts.Clock))
+	if opts.Discovery == nil {
+		opts.Discovery = discovery.NewDiscoveryClient(opts.Kube.Discovery().RESTClient())
+	}
+	local, err := newClusterClients(LocalCluster, opts.Config, opts.Dynamic, opts.Metadata, newMapper(opts.Discovery, opts.Clock))
 	if err != nil {
 		return nil, err
 	}
@@ -150,10 +163,17 @@ func New(opts Options) (*Resolver, error) {
 // Run starts the Secret informers of remote destinations on demand, under
 // ctx, and returns once ctx has ended and they have all stopped.
 func (d *Resolver) Run(ctx context.Context) {
-	d.remotes.start(ctx)
+	d.Start(ctx)
 	<-ctx.Done()
 	d.remotes.wait()
 }
+
+// Start lets Resolve start the Secret informers of remote destinations, under
+// ctx, from now on; Run calls it first. It is apart from Run so that a caller
+// that resolves right after starting Run in a goroutine (a test that calls
+// the controller's sync directly) does not race it: Resolve of a remote
+// destination fails until one of them has run.
+func (d *Resolver) Start(ctx context.Context) { d.remotes.start(ctx) }
 
 // Local is the cluster Vidra runs in, with the operator's own identity.
 func (d *Resolver) Local() *Target {

@@ -184,7 +184,10 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		users:     map[cache.ObjectName]*usage{},
 		access:    map[accessKey]accessCheck{},
 	}
-	if opts.Config != nil {
+	switch {
+	case opts.Metadata != nil:
+		r.md = opts.Metadata
+	case opts.Config != nil:
 		// A metadata client for the Secret informers can only fail on a
 		// malformed configuration, which the other clients would have
 		// refused already; without one remote destinations report it.
@@ -598,7 +601,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, newMapper(dc, r.clock))
+	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, nil, newMapper(dc, r.clock))
 	if err != nil {
 		return nil, nil, err
 	}

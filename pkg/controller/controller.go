@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -43,6 +45,12 @@ type Clients struct {
 	// Config is the operator's client configuration; impersonating clients
 	// for serviceAccountName are derived from it.
 	Config *rest.Config
+	// Metadata and Discovery, when set, replace the metadata and discovery
+	// clients otherwise built from Config and Kube: the fake clientsets
+	// offer neither, and tests that reconcile without an API server pass
+	// fakes. Production leaves them nil.
+	Metadata  metadata.Interface
+	Discovery discovery.DiscoveryInterface
 }
 
 // Options tune a Controller. Zero values take the documented defaults.
@@ -83,9 +91,13 @@ type Options struct {
 // Controller reconciles VidraResources.
 type Controller struct {
 	clients Clients
-	lister  listers.VidraResourceLister
-	synced  cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// status sends the status writes, shaped by updateStatus: the generated
+	// clientset's REST client. It is a field so that tests answer those
+	// requests themselves: the generated fake clientset has no REST client.
+	status rest.Interface
+	lister listers.VidraResourceLister
+	synced cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// fair is the queue's storage, told when a key's reconcile is over.
 	fair     *fairQueue
 	registry *watchregistry.Registry[cache.ObjectName]
@@ -121,6 +133,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	fair := newFairQueue()
 	c := &Controller{
 		clients:  clients,
+		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
 		lister:   vrInformer.Lister(),
 		synced:   vrInformer.Informer().HasSynced,
 		queue:    newQueue(fair, opts),
@@ -172,7 +185,8 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	c.registry = reg
 	enqueue := func(key cache.ObjectName) { c.enqueue(key, TriggerEvent) }
 	c.dests, err = destination.New(destination.Options{
-		Kube: clients.Kube, Dynamic: clients.Dynamic, Config: clients.Config, Registry: reg, Clock: opts.Clock,
+		Kube: clients.Kube, Dynamic: clients.Dynamic, Config: clients.Config, Metadata: clients.Metadata, Discovery: clients.Discovery,
+		Registry: reg, Clock: opts.Clock,
 		Namespace: opts.Namespace, DefaultServiceAccount: opts.DefaultServiceAccount, TrustedNamespaces: opts.TrustedNamespaces,
 		Guard: opts.RemoteGuard, Enqueue: enqueue,
 	})

@@ -212,7 +212,7 @@ const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 // updateStatus writes vr's status with an update guarded by its
 // resourceVersion, like UpdateStatus, but reads back only metadata.
 func (c *Controller) updateStatus(ctx context.Context, vr *v1alpha1.VidraResource) error {
-	err := c.clients.Vidra.InfrahubV1alpha1().RESTClient().Put().
+	err := c.status.Put().
 		Namespace(vr.Namespace).Resource(v1alpha1.ResourcePlural).Name(vr.Name).SubResource("status").
 		Param("fieldManager", v1alpha1.StatusFieldManager).
 		SetHeader("Accept", metadataOnly).
