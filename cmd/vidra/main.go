@@ -28,6 +28,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
 type flags struct {
@@ -75,7 +76,7 @@ func main() {
 	fs.IntVar(&f.burst, "kube-api-burst", 2000, "client-side burst of requests to the API server")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; a number N logs klog verbosity N")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
-	fs.DurationVar(&f.linger, "informer-linger", 2*time.Minute, "how long an informer no resource needs keeps running before it stops")
+	fs.DurationVar(&f.linger, "informer-linger", watchregistry.DefaultLinger, "how long an informer no resource needs keeps running before it stops")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 	// 48Mi: the cache of 4,000 objects leaves a live heap near 20 MiB, and a

@@ -77,7 +77,8 @@ type Options struct {
 	QueueMetrics workqueue.MetricsProvider
 	// Clock is injectable for tests.
 	Clock clock.WithTicker
-	// Linger is how long an informer nobody needs keeps running; default 2m.
+	// Linger is how long an informer nobody needs keeps running; zero means
+	// watchregistry.DefaultLinger.
 	Linger time.Duration
 	// OnReconcile, if set, is called after every reconcile with its key,
 	// trigger and result ("success", "error", "conflict"); tests count

@@ -21,8 +21,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// DefaultLinger is how long an informer no owner needs keeps running when
+// Options.Linger is zero: long enough that an owner re-tracking it soon (a
+// resource re-applied, an operator restarting a reconcile) reuses its cache.
+const DefaultLinger = 2 * time.Minute
+
 const (
-	defaultLinger           = 2 * time.Minute
 	defaultExpectationTTL   = time.Minute
 	defaultMetricsNamespace = "watchregistry"
 	defaultRetryMaxDelay    = 5 * time.Minute
@@ -225,7 +229,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		changed:           make(chan struct{}),
 	}
 	if r.linger <= 0 {
-		r.linger = defaultLinger
+		r.linger = DefaultLinger
 	}
 	if r.expectationTTL <= 0 {
 		r.expectationTTL = defaultExpectationTTL
