@@ -1,4 +1,13 @@
-package controller_test
+// Package e2e_test runs Vidra's controller end to end: one operator, started
+// in-process through internal/operator, against a real API server (and, for
+// remote destinations, a second one). It covers what a user sees of a
+// VidraResource: apply, update, prune and deletion policies, drift repair on
+// events and on the interval, suspend, conflicts with other owners and
+// writers, bad manifests and the operator's configuration, tenants'
+// ServiceAccounts and remote destinations, including their outages. The
+// operator trusts every namespace here, as a single-tenant cluster does;
+// test/security runs the secure default and test/reliability the binary.
+package e2e_test
 
 import (
 	"context"
@@ -41,7 +50,7 @@ var (
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
 
 // startOperator installs the CRD and runs one operator, in-process, for the
-// package's tests, which isolate themselves by namespace.
+// suite's tests, which isolate themselves by namespace.
 func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -59,7 +68,7 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	ctx, cancel := context.WithCancel(ctx)
-	// The tests of this package put resources in namespaces of their own
+	// The tests of this suite put resources in namespaces of their own
 	// and have them act as the operator: they opt into trusting every
 	// namespace, as a single-tenant cluster does. test/security runs the
 	// secure default.
