@@ -35,7 +35,7 @@ test: prereqs controlplane verify
 
 ## unit: the packages whose tests need no control plane (pure logic).
 unit:
-	$(GO) test -race -count=1 ./internal/manifest/ ./internal/config/ ./cmd/vidra/
+	$(GO) test -race -count=1 ./pkg/controller/ ./internal/manifest/ ./internal/config/ ./cmd/vidra/
 
 verify: fmt vet
 	bash hack/verify-codegen.sh
