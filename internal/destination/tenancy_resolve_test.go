@@ -17,7 +17,7 @@ import (
 
 // TestResolveImpersonatesTheNamedOrDefaultServiceAccount covers the choice
 // of identity; that the API server then enforces it is shown end to end in
-// tenancy_test.go. Resolving a local destination makes no request, so the
+// test/e2e/tenancy_test.go. Resolving a local destination makes no request, so the
 // clients point nowhere.
 func TestResolveImpersonatesTheNamedOrDefaultServiceAccount(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}

@@ -1,4 +1,4 @@
-package controller_test
+package e2e_test
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -94,14 +93,15 @@ func TestBadInputCorpus(t *testing.T) {
 		})
 	}
 
-	stays(t, time.Second, "the healthy resource stays Ready and untouched", func() bool {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(t.Context(), "healthy", metav1.GetOptions{})
-		if err != nil || !isReady(vr) {
-			return false
-		}
-		cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "healthy", metav1.GetOptions{})
-		return err == nil && cm.ResourceVersion == healthy.ResourceVersion
-	})
+	// The bad resources have all failed; the healthy one, reconciling
+	// after them, is still Ready and has written nothing.
+	reconciled(t, ns, "healthy")
+	if vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(t.Context(), "healthy", metav1.GetOptions{}); err != nil || !isReady(vr) {
+		t.Errorf("the healthy resource is not Ready beside the bad ones: %v (err %v)", vr, err)
+	}
+	if cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "healthy", metav1.GetOptions{}); err != nil || cm.ResourceVersion != healthy.ResourceVersion {
+		t.Errorf("the healthy resource's object was written beside the bad ones: %v (err %v)", cm, err)
+	}
 	// Only known kinds are ever watched: no informer for the unknown one.
 	unknown := watchregistry.Ref{GVR: schema.GroupVersionResource{Group: "nowhere.e2e.vidra.test", Version: "v1", Resource: "doohickeys"}}
 	if st := vidraOp.Controller.Registry().State(unknown); st != watchregistry.StateNotTracked {

@@ -1,18 +1,17 @@
-package controller_test
+package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/controller"
@@ -97,9 +96,6 @@ func TestManifestUpdateUpdatesObjects(t *testing.T) {
 		vr.Spec.Manifest = configMap("settings", map[string]string{"a": "2", "b": "3"})
 	})
 	waitObject(t, configMaps, ns, "settings", "got the new data", func(o *unstructured.Unstructured) bool {
-		if o == nil {
-			return false
-		}
 		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
 		return d["a"] == "2" && d["b"] == "3"
 	})
@@ -117,9 +113,6 @@ func TestFieldDroppedFromManifestIsRemoved(t *testing.T) {
 		vr.Spec.Manifest = configMap("settings", map[string]string{"a": "1"})
 	})
 	waitObject(t, configMaps, ns, "settings", "lost the key the manifest dropped", func(o *unstructured.Unstructured) bool {
-		if o == nil {
-			return false
-		}
 		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
 		_, b := d["b"]
 		return d["a"] == "1" && !b
@@ -157,7 +150,7 @@ func TestRemovedObjectIsPruned(t *testing.T) {
 	createVR(t, ns, "prune", docs(configMap("keep", nil), configMap("drop", nil)))
 	waitReady(t, ns, "prune")
 	updateVR(t, ns, "prune", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = configMap("keep", nil) })
-	waitObject(t, configMaps, ns, "drop", "was pruned", gone)
+	waitGone(t, configMaps, ns, "drop", "was pruned")
 	vr := waitReady(t, ns, "prune")
 	if vr.Status.ManagedCount != 1 {
 		t.Fatalf("inventory = %+v", vr.Status.ManagedResources)
@@ -172,7 +165,7 @@ func TestPruneDisabledReleasesObjects(t *testing.T) {
 	waitReady(t, ns, "noprune")
 	updateVR(t, ns, "noprune", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = configMap("keep", nil) })
 	waitObject(t, configMaps, ns, "left", "lost Vidra's marks", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetLabels()[v1alpha1.OwnerUIDLabel] == ""
+		return o.GetLabels()[v1alpha1.OwnerUIDLabel] == ""
 	})
 	// Kept, so said as a release, never as a prune.
 	waitEvent(t, ns, "noprune", "Released", "Released 1 object that left the manifest")
@@ -203,7 +196,7 @@ func TestDeletedConfigMapIsRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitObject(t, configMaps, ns, "settings", "was restored", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetUID() != cm.GetUID()
+		return o.GetUID() != cm.GetUID()
 	})
 	// A restore is told as drift, not as a new apply.
 	waitEvent(t, ns, "drift", "DriftCorrected", "ConfigMap "+ns+"/settings (deleted)")
@@ -243,7 +236,7 @@ func TestLabelAddedToServiceIsRemoved(t *testing.T) {
 	}
 	waitObject(t, services, ns, "web", "lost the hand-made label", func(o *unstructured.Unstructured) bool {
 		_, ok := o.GetLabels()["hand"]
-		return o != nil && !ok && o.GetLabels()[v1alpha1.ManagedByLabel] == "vidra"
+		return !ok && o.GetLabels()[v1alpha1.ManagedByLabel] == "vidra"
 	})
 }
 
@@ -283,18 +276,16 @@ func TestFieldsOfOtherControllersAreLeftAlone(t *testing.T) {
 	}
 }
 
+// A controller reporting on a managed object writes its status, often; that
+// must not wake the object's resource.
 func TestStatusOnlyUpdatesCauseNoReconcile(t *testing.T) {
 	ns := namespace(t)
+	// Created first, the barrier has the informer running when the
+	// resource comes, so that its first list does not wake it too.
+	b := newBarrier(t, ns, deployments)
 	createVR(t, ns, "churn", deploymentDoc)
-	// The barrier: another resource's Deployment, on the same informer.
-	createVR(t, ns, "barrier", strings.Replace(deploymentDoc, "name: web\n", "name: barrier\n", 1))
 	waitReady(t, ns, "churn")
-	waitReady(t, ns, "barrier")
-	// The first reconciles are counted once sync returns, after the status
-	// write waitReady saw; and the informer's first list may add one.
-	settle(t, ns, "churn")
-	triggers, before := reconciles.of(ns, "churn")
-	_, barrierBefore := reconciles.of(ns, "barrier")
+	before := reconciled(t, ns, "churn")
 	for i := range 50 {
 		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "web", metav1.GetOptions{})
 		if err != nil {
@@ -306,74 +297,55 @@ func TestStatusOnlyUpdatesCauseNoReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Deleting the barrier's Deployment after the churn wakes its resource
-	// through the same Deployment informer, which delivers events in order:
-	// once that repair is counted, every status event before it has been
-	// handled (and filtered) too.
-	if err := kube.AppsV1().Deployments(ns).Delete(t.Context(), "barrier", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, n := reconciles.of(ns, "barrier")
-		return n > barrierBefore, nil
-	})
-	if err != nil {
-		t.Fatalf("the barrier's repair was never reconciled: %v", err)
-	}
-	if now, n := reconciles.of(ns, "churn"); n != before {
-		t.Errorf("status-only updates caused %d reconciles: by trigger %v before the churn, %v after", n-before, triggers, now)
+	// The barrier's Deployment, deleted after the churn, is restored only
+	// once the same informer has handled every status event before it; a
+	// reconcile one of them queued was queued ahead of the barrier's, and
+	// the requested reconcile is counted after it.
+	b.pass(t)
+	after := reconciled(t, ns, "churn")
+	if after[controller.TriggerEvent] != before[controller.TriggerEvent] {
+		t.Errorf("status-only updates caused %d reconciles: by trigger %v before the churn, %v after", after[controller.TriggerEvent]-before[controller.TriggerEvent], before, after)
 	}
 }
 
+// Vidra's own writes reach its watches like anyone's. They must not wake the
+// resource that made them: every apply would cost a second reconcile, and a
+// write that is not idempotent would loop.
 func TestOwnWritesCauseNoLoop(t *testing.T) {
 	ns := namespace(t)
-	createVR(t, ns, "quiet", docs(configMap("a", nil), serviceDoc, deploymentDoc))
+	// Created first, the barrier has the informers running when the
+	// resource comes, so that their first lists do not wake it too.
+	b := newBarrier(t, ns, configMaps, services, deployments)
+	createVR(t, ns, "quiet", docs(configMap("a", map[string]string{"k": "1"}), serviceDoc, deploymentDoc))
 	waitReady(t, ns, "quiet")
-	// Let the watch events of the first apply arrive, then expect silence.
-	settled := settle(t, ns, "quiet")
-	stays(t, 2*time.Second, "idle", func() bool {
-		_, now := reconciles.of(ns, "quiet")
-		return now == settled
-	})
-	// The first apply, the watch events of its writes that beat their
-	// expectations, and a retry or two when the status write met a cache
-	// that had not seen the finalizer yet: a handful, never a stream.
-	if by, n := reconciles.of(ns, "quiet"); n > 6 {
-		t.Errorf("%d reconciles (%v) to converge one resource; own writes are feeding back", n, by)
+	// The barrier passes once the informers have handled the events of the
+	// creations; the requested reconcile is counted after any reconcile
+	// they queued.
+	b.pass(t)
+	converged := reconciled(t, ns, "quiet")
+	if n := converged[controller.TriggerEvent]; n != 1 {
+		t.Errorf("%d event-driven reconciles to create the objects, want 1, the resource's creation (by trigger %v): own creations are feeding back", n, converged)
 	}
-}
 
-// waitCount polls the reconcile counts of a resource until cond holds.
-func waitCount(t *testing.T, ns, name, what string, cond func(map[controller.Trigger]int) bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		by, _ := reconciles.of(ns, name)
-		return cond(by), nil
-	})
-	if err != nil {
-		by, _ := reconciles.of(ns, name)
-		t.Fatalf("reconciles of %s/%s never showed %s: %v", ns, name, what, by)
+	// Converged, it stays quiet: a reconcile writes nothing, and nothing
+	// wakes it.
+	objects := []struct {
+		gvr      schema.GroupVersionResource
+		name, rv string
+	}{{gvr: configMaps, name: "a"}, {gvr: services, name: "web"}, {gvr: deployments, name: "web"}}
+	for i, o := range objects {
+		objects[i].rv = waitObject(t, o.gvr, ns, o.name, "exists", exists).GetResourceVersion()
 	}
-}
-
-// settle waits until the reconcile count of a resource stops moving for
-// half a second and returns it.
-func settle(t *testing.T, ns, name string) int {
-	t.Helper()
-	_, last := reconciles.of(ns, name)
-	stable := time.Now()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, n := reconciles.of(ns, name)
-		if n != last {
-			last, stable = n, time.Now()
+	b.pass(t)
+	after := reconciled(t, ns, "quiet")
+	if n := after[controller.TriggerEvent] - converged[controller.TriggerEvent]; n != 0 {
+		t.Errorf("%d event-driven reconciles of a converged resource (by trigger %v, then %v): own writes are feeding back", n, converged, after)
+	}
+	for _, o := range objects {
+		if cur := waitObject(t, o.gvr, ns, o.name, "exists", exists); cur.GetResourceVersion() != o.rv {
+			t.Errorf("%s %s/%s was written by a reconcile of the converged resource", o.gvr.Resource, ns, o.name)
 		}
-		return time.Since(stable) > 500*time.Millisecond, nil
-	})
-	if err != nil {
-		by, _ := reconciles.of(ns, name)
-		t.Fatalf("reconciles of %s/%s never settle: %v", ns, name, by)
 	}
-	return last
 }
 
 func TestRequestedAtTriggersReconcileAndIsEchoed(t *testing.T) {
@@ -394,6 +366,7 @@ func TestSuspendStopsAndResumeRestores(t *testing.T) {
 	ns := namespace(t)
 	createVR(t, ns, "susp", configMap("a", map[string]string{"k": "v"}))
 	waitReady(t, ns, "susp")
+	b := newBarrier(t, ns, configMaps)
 	updateVR(t, ns, "susp", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = true })
 	waitVR(t, ns, "susp", "was suspended", func(vr *v1alpha1.VidraResource) bool {
 		return vr.Status.DeployState == v1alpha1.DeployStateStale && vr.Status.ObservedGeneration == vr.Generation
@@ -401,10 +374,13 @@ func TestSuspendStopsAndResumeRestores(t *testing.T) {
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stays(t, time.Second, "the deleted object stays deleted while suspended", func() bool {
-		_, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "a", metav1.GetOptions{})
-		return err != nil
-	})
+	// Neither the deletion's event, which the barrier shows was handled,
+	// nor a reconcile of the suspended resource brings the object back.
+	b.pass(t)
+	reconciled(t, ns, "susp")
+	if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the deleted object came back while suspended (err %v)", err)
+	}
 	updateVR(t, ns, "susp", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = false })
 	waitObject(t, configMaps, ns, "a", "was restored after resume", exists)
 	waitReady(t, ns, "susp")
@@ -418,8 +394,8 @@ func TestDeletionPolicyDeleteRemovesObjects(t *testing.T) {
 	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "del", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitObject(t, configMaps, ns, "a", "was deleted", gone)
-	waitObject(t, namespaces, "", target, "was deleted", gone)
+	waitGone(t, configMaps, ns, "a", "was deleted")
+	waitGone(t, namespaces, "", target, "was deleted")
 	waitVRGone(t, ns, "del")
 }
 
@@ -432,14 +408,14 @@ func TestDeletionPolicyOrphanLeavesObjectsUnmarked(t *testing.T) {
 	}
 	waitObject(t, configMaps, ns, "a", "was released", func(o *unstructured.Unstructured) bool {
 		l, a := o.GetLabels(), o.GetAnnotations()
-		return o != nil && l[v1alpha1.ManagedByLabel] == "" && l[v1alpha1.OwnerUIDLabel] == "" && a[v1alpha1.OwnedByAnnotation] == ""
+		return l[v1alpha1.ManagedByLabel] == "" && l[v1alpha1.OwnerUIDLabel] == "" && a[v1alpha1.OwnedByAnnotation] == ""
 	})
 	waitVRGone(t, ns, "orphan")
 }
 
 func waitVRGone(t *testing.T, ns, name string) {
 	t.Helper()
-	waitObject(t, vrResource, ns, name, "went away", gone)
+	waitGone(t, vrResource, ns, name, "went away")
 }
 
 func TestConflictNamesTheOtherOwnerWithoutFlapping(t *testing.T) {
@@ -452,10 +428,13 @@ func TestConflictNamesTheOtherOwnerWithoutFlapping(t *testing.T) {
 		t.Fatalf("conflict does not name the owner: %q", c.Message)
 	}
 	cm := waitObject(t, configMaps, ns, "shared", "exists", exists)
-	stays(t, time.Second, "the object stays with its owner", func() bool {
-		cur, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "shared", metav1.GetOptions{})
-		return err == nil && cur.ResourceVersion == cm.GetResourceVersion() && cur.Data["from"] == "first"
-	})
+	// Each reconciling again, neither takes the object from the other.
+	reconciled(t, ns, "second")
+	reconciled(t, ns, "first")
+	cur, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "shared", metav1.GetOptions{})
+	if err != nil || cur.ResourceVersion != cm.GetResourceVersion() || cur.Data["from"] != "first" {
+		t.Fatalf("the object did not stay with its owner: %v (err %v)", cur, err)
+	}
 	waitReady(t, ns, "first")
 }
 
@@ -496,7 +475,7 @@ func TestUnmanagedObjectDeletedIsCreatedWithoutAnyoneTouchingTheResource(t *test
 		t.Fatal(err)
 	}
 	waitObject(t, configMaps, ns, "squatter", "was created by Vidra", func(o *unstructured.Unstructured) bool {
-		return o != nil && o.GetLabels()[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue
+		return o.GetLabels()[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue
 	})
 	waitReady(t, ns, "wants")
 }
@@ -552,10 +531,11 @@ func TestPreexistingIdenticalObjectIsNeitherWrittenNorAdopted(t *testing.T) {
 		t.Fatalf("object content changed: %v", cm.Data)
 	}
 	// Found once, the object is read from then on, never written.
-	stays(t, time.Second, "the object stays unmarked and unwritten", func() bool {
-		cur, err := kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "same", metav1.GetOptions{})
-		return err == nil && cur.ResourceVersion == cm.ResourceVersion
-	})
+	reconciled(t, ns, "same")
+	cur, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "same", metav1.GetOptions{})
+	if err != nil || cur.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("the object was written: %v (err %v)", cur, err)
+	}
 }
 
 func TestKubectlScaleIsTakenBack(t *testing.T) {

@@ -1,9 +1,19 @@
-package controller_test
+// Package e2e_test runs Vidra's controller end to end: one operator, started
+// in-process through internal/operator, against a real API server (and, for
+// remote destinations, a second one). It covers what a user sees of a
+// VidraResource: apply, update, prune and deletion policies, drift repair on
+// events and on the interval, suspend, conflicts with other owners and
+// writers, bad manifests and the operator's configuration, tenants'
+// ServiceAccounts and remote destinations, including their outages. The
+// operator trusts every namespace here, as a single-tenant cluster does;
+// test/security runs the secure default and test/reliability the binary.
+package e2e_test
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -42,7 +53,7 @@ var (
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
 
 // startOperator installs the CRD and runs one operator, in-process, for the
-// package's tests, which isolate themselves by namespace.
+// suite's tests, which isolate themselves by namespace.
 func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -60,7 +71,7 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	ctx, cancel := context.WithCancel(ctx)
-	// The tests of this package put resources in namespaces of their own
+	// The tests of this suite put resources in namespaces of their own
 	// and have them act as the operator: they opt into trusting every
 	// namespace, as a single-tenant cluster does. test/security runs the
 	// secure default.
@@ -169,15 +180,36 @@ var (
 	namespaces  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
-// waitObject polls one object until cond holds; obj is nil when it does not exist.
+// waitObject polls one object until it exists and cond holds. cond never
+// sees a missing object: absence is waited for with waitGone.
 func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	return waitObjectIn(t, dyn, "", gvr, ns, name, what, cond)
 }
 
-// waitObjectIn polls one object of the cluster client reaches until cond
-// holds; where names that cluster in the failure message.
+// waitObjectIn is waitObject on the cluster client reaches; where names
+// that cluster in the failure message.
 func waitObjectIn(t *testing.T, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string, cond func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	return pollObject(t, client, where, gvr, ns, name, what, func(obj *unstructured.Unstructured) bool { return obj != nil && cond(obj) })
+}
+
+// waitGone polls one object until it does not exist.
+func waitGone(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string) {
+	t.Helper()
+	waitGoneIn(t, dyn, "", gvr, ns, name, what)
+}
+
+// waitGoneIn is waitGone on the cluster client reaches.
+func waitGoneIn(t *testing.T, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string) {
+	t.Helper()
+	pollObject(t, client, where, gvr, ns, name, what, func(obj *unstructured.Unstructured) bool { return obj == nil })
+}
+
+// pollObject polls one object until done holds; obj is nil when it does not
+// exist. Only waitObjectIn and waitGoneIn call it, so that no test's
+// condition is handed a nil object.
+func pollObject(t *testing.T, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string, done func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	var last *unstructured.Unstructured
 	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -189,7 +221,7 @@ func waitObjectIn(t *testing.T, client dynamic.Interface, where string, gvr sche
 			return false, nil
 		}
 		last = obj
-		return cond(obj), nil
+		return done(obj), nil
 	})
 	if err != nil {
 		t.Fatalf("%s %s/%s%s never %s: %v\nlast seen: %v", gvr.Resource, ns, name, where, what, err, last)
@@ -197,21 +229,113 @@ func waitObjectIn(t *testing.T, client dynamic.Interface, where string, gvr sche
 	return last
 }
 
-func exists(obj *unstructured.Unstructured) bool { return obj != nil }
-func gone(obj *unstructured.Unstructured) bool   { return obj == nil }
+// exists is the condition of waitObject that any existing object meets.
+func exists(*unstructured.Unstructured) bool { return true }
 
-// stays checks that cond keeps holding for d, polling; it is how a test shows
-// that something does not happen (a reconcile, a repair) within a window.
-func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
+// requestReconcile sets the resource's requested-at annotation to a fresh
+// value, which wakes it, and returns the value.
+func requestReconcile(t *testing.T, ns, name string) string {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		if !cond() {
-			return false, fmt.Errorf("%s stopped holding", what)
+	value := time.Now().Format(time.RFC3339Nano)
+	updateVR(t, ns, name, func(vr *v1alpha1.VidraResource) {
+		if vr.Annotations == nil {
+			vr.Annotations = map[string]string{}
 		}
-		return false, nil
+		vr.Annotations[v1alpha1.RequestedAtAnnotation] = value
 	})
-	if err != nil && !wait.Interrupted(err) {
-		t.Fatal(err)
+	return value
+}
+
+// reconciled is the barrier of the checks that something does not happen:
+// it requests a reconcile of the resource and waits until that reconcile
+// has finished, so that what the test did before the call has been acted
+// on. The reconcile counter shows it (OnReconcile runs once sync has
+// returned, also for a suspended resource or one being deleted), and a
+// resource that is neither echoes the request in
+// status.lastHandledReconcileAt. It returns the resource's reconciles by
+// trigger, which then include every reconcile begun before the request was
+// seen.
+func reconciled(t *testing.T, ns, name string) map[controller.Trigger]int {
+	t.Helper()
+	before, _ := reconciles.of(ns, name)
+	value := requestReconcile(t, ns, name)
+	waitCount(t, ns, name, "the requested reconcile", func(by map[controller.Trigger]int) bool {
+		return by[controller.TriggerRequested] > before[controller.TriggerRequested]
+	})
+	// A status write that met a conflict is retried: the echo may come with
+	// the retry.
+	waitVR(t, ns, name, "echoed the request "+value, func(vr *v1alpha1.VidraResource) bool {
+		return vr.Spec.Suspend || vr.DeletionTimestamp != nil || vr.Status.LastHandledReconcileAt == value
+	})
+	by, _ := reconciles.of(ns, name)
+	return by
+}
+
+// waitCount polls the reconcile counts of a resource until cond holds.
+func waitCount(t *testing.T, ns, name, what string, cond func(map[controller.Trigger]int) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		by, _ := reconciles.of(ns, name)
+		return cond(by), nil
+	})
+	if err != nil {
+		by, _ := reconciles.of(ns, name)
+		t.Fatalf("reconciles of %s/%s never showed %s: %v", ns, name, what, by)
+	}
+}
+
+// barrier is a VidraResource of its own, in a test's namespace, with one
+// object of each kind the test watches. The watch events of one informer
+// (one per kind and namespace) are handled in order, one at a time: once
+// pass has deleted the barrier's objects and seen Vidra restore them, every
+// event of those kinds in the namespace before the deletions has been
+// handled, and whatever reconcile it queued was queued before the
+// barrier's, in the namespace's FIFO.
+type barrier struct {
+	ns   string
+	gvrs []schema.GroupVersionResource
+}
+
+// barrierName names the barrier resource and each of its objects.
+const barrierName = "barrier"
+
+// newBarrier creates the barrier resource of ns, with an object of each of
+// gvrs (configMaps, services or deployments), and waits until it is Ready.
+func newBarrier(t *testing.T, ns string, gvrs ...schema.GroupVersionResource) *barrier {
+	t.Helper()
+	var parts []string
+	for _, gvr := range gvrs {
+		switch gvr {
+		case configMaps:
+			parts = append(parts, configMap(barrierName, nil))
+		case services:
+			parts = append(parts, strings.ReplaceAll(serviceDoc, "web", barrierName))
+		case deployments:
+			parts = append(parts, strings.ReplaceAll(deploymentDoc, "web", barrierName))
+		default:
+			t.Fatalf("no barrier object for %s", gvr.Resource)
+		}
+	}
+	createVR(t, ns, barrierName, docs(parts...))
+	waitReady(t, ns, barrierName)
+	return &barrier{ns: ns, gvrs: gvrs}
+}
+
+// pass deletes the barrier's objects and waits until each is back.
+func (b *barrier) pass(t *testing.T) {
+	t.Helper()
+	uids := map[schema.GroupVersionResource]types.UID{}
+	for _, gvr := range b.gvrs {
+		obj := waitObject(t, gvr, b.ns, barrierName, "exists", exists)
+		uids[gvr] = obj.GetUID()
+		if err := dyn.Resource(gvr).Namespace(b.ns).Delete(t.Context(), barrierName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, gvr := range b.gvrs {
+		waitObject(t, gvr, b.ns, barrierName, "was restored past the barrier", func(o *unstructured.Unstructured) bool {
+			return o.GetUID() != uids[gvr]
+		})
 	}
 }
 
