@@ -99,6 +99,9 @@ type Controller struct {
 	lister listers.VidraResourceLister
 	synced cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// limiter is the queue's rate limiter, asked directly for a retry's
+	// delay (see handleErr).
+	limiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// fair is the queue's storage, told when a key's reconcile is over.
 	fair     *fairQueue
 	registry *watchregistry.Registry[cache.ObjectName]
@@ -132,12 +135,14 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		opts.MaxRetries = 20
 	}
 	fair := newFairQueue()
+	queue, limiter := newQueue(fair, opts)
 	c := &Controller{
+		queue:    queue,
+		limiter:  limiter,
 		clients:  clients,
 		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
 		lister:   vrInformer.Lister(),
 		synced:   vrInformer.Informer().HasSynced,
-		queue:    newQueue(fair, opts),
 		fair:     fair,
 		recorder: opts.Recorder,
 		metrics:  NewMetrics(opts.Registerer),
@@ -346,8 +351,13 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 		// retrying, the backoff capped at 5 minutes.
 		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", err, "retries", c.queue.NumRequeues(key))
 	}
-	c.addTrigger(key, TriggerRetry, c.clock.Now())
-	c.queue.AddRateLimited(key)
+	// What AddRateLimited does, with the retry recorded as due when the
+	// queue hands the key out again: recorded as due now, a reconcile woken
+	// by something else meanwhile would take it, and the late re-add would
+	// then be counted as an event.
+	d := c.limiter.When(key)
+	c.addTrigger(key, TriggerRetry, c.clock.Now().Add(d))
+	c.queue.AddAfter(key, d)
 }
 
 func (c *Controller) enqueueObject(obj any, t Trigger) {

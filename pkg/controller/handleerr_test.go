@@ -37,7 +37,8 @@ func TestEveryRetryIsRateLimitedAndOnlyKeysWithAnIntervalAreDropped(t *testing.T
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 			opts := Options{Clock: clk, MaxRetries: 5}
-			c := &Controller{queue: newQueue(newFairQueue(), opts), opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
+			queue, limiter := newQueue(newFairQueue(), opts)
+			c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
 			defer c.queue.ShutDown()
 			for range tc.failures {
 				c.queue.AddRateLimited(key)
@@ -47,5 +48,29 @@ func TestEveryRetryIsRateLimitedAndOnlyKeysWithAnIntervalAreDropped(t *testing.T
 				t.Errorf("retries recorded = %d, want %d", got, tc.wantRequeues)
 			}
 		})
+	}
+}
+
+// TestRetryIsCountedAsARetryWhenItComesLate is a retry's attribution: the
+// key comes back after the backoff, and a reconcile woken by something else
+// meanwhile must not take the retry's cause, leaving the late re-add to be
+// counted as an event.
+func TestRetryIsCountedAsARetryWhenItComesLate(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "vr"}
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	opts := Options{Clock: clk, MaxRetries: 5}
+	queue, limiter := newQueue(newFairQueue(), opts)
+	c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
+	defer c.queue.ShutDown()
+
+	c.handleErr(t.Context(), key, syncResult{}, errors.New("failed"))
+	// A person asks for a reconcile before the backoff is over.
+	c.addTrigger(key, TriggerRequested, clk.Now())
+	if got := c.takeTrigger(key); got != TriggerRequested {
+		t.Fatalf("the requested reconcile was counted as %q", got)
+	}
+	clk.Step(time.Second)
+	if got := c.takeTrigger(key); got != TriggerRetry {
+		t.Fatalf("the retry after the backoff was counted as %q, want %q", got, TriggerRetry)
 	}
 }

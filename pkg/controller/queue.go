@@ -149,13 +149,17 @@ func (l *namespaceBucketLimiter) NumRequeues(cache.ObjectName) int { return 0 }
 // bucket per namespace keeps a burst of failures (a CRD deleted under
 // hundreds of a tenant's resources) from hammering the API server, without
 // making other namespaces' retries wait behind it.
-func newQueue(storage *fairQueue, opts Options) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+//
+// The limiter is returned too: handleErr asks it for a retry's delay itself,
+// to record when the retry is due beside the key.
+func newQueue(storage *fairQueue, opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], workqueue.TypedRateLimiter[cache.ObjectName]) {
 	name := "vidraresources"
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
+		newNamespaceBucketLimiter(20, 200),
+	)
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
-			newNamespaceBucketLimiter(20, 200),
-		),
+		limiter,
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
 			Clock: opts.Clock,
 			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
@@ -165,5 +169,5 @@ func newQueue(storage *fairQueue, opts Options) workqueue.TypedRateLimitingInter
 				}),
 			}),
 		},
-	)
+	), limiter
 }

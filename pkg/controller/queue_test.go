@@ -16,7 +16,7 @@ func keyIn(ns string, i int) cache.ObjectName {
 // the real work queue, the other namespace's key is handed out second.
 func TestBacklogOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 	fair := newFairQueue()
-	q := newQueue(fair, Options{})
+	q, _ := newQueue(fair, Options{})
 	defer q.ShutDown()
 	for i := range 50 {
 		q.Add(keyIn("noisy", i))
