@@ -46,9 +46,13 @@
 // Updates whose resourceVersion did not change (resyncs), updates that only
 // touch status and bookkeeping metadata (unless Options.DeliverStatusOnly),
 // the owner's announced writes and events that Map maps to nobody are
-// filtered and counted by reason. Everything else is delivered: spec changes,
-// ConfigMap and Secret data, label and annotation edits, and deletes (with the
-// last known object; tombstones are unwrapped). The objects of a new
+// filtered and counted by reason. Options.WakeDigest reduces each object to
+// a number, such as a hash of its health, and a status-only update that
+// changes it is delivered as EventDigestChanged rather than filtered, so an
+// owner is woken on the transitions it waits on and not on status churn.
+// Everything else is delivered: spec changes, ConfigMap and Secret data,
+// label and annotation edits, and deletes (with the last known object;
+// tombstones are unwrapped). The objects of a new
 // informer's initial list are not delivered one by one: each owner is
 // enqueued once with EventInitialList when the informer has synced.
 //

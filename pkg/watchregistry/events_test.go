@@ -642,15 +642,17 @@ func TestCollectorReportsTheStats(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"wrtest_informers{state=Synced}":              1,
-		"wrtest_informers_running":                    1,
-		"wrtest_owners":                               1,
-		"wrtest_cached_objects":                       1,
-		"wrtest_events_received_total{type=Added}":    1,
-		"wrtest_events_delivered_total":               2, // the initial list and the add
-		"wrtest_events_filtered_total{reason=resync}": 0,
-		"wrtest_informer_sync_duration_seconds_count": 1,
-		"wrtest_handler_lag_seconds_count":            1, // the add
+		"wrtest_informers{state=Synced}":                    1,
+		"wrtest_informers_running":                          1,
+		"wrtest_owners":                                     1,
+		"wrtest_cached_objects":                             1,
+		"wrtest_events_received_total{type=Added}":          1,
+		"wrtest_events_delivered_total{type=InitialList}":   1,
+		"wrtest_events_delivered_total{type=Added}":         1,
+		"wrtest_events_delivered_total{type=DigestChanged}": 0,
+		"wrtest_events_filtered_total{reason=resync}":       0,
+		"wrtest_informer_sync_duration_seconds_count":       1,
+		"wrtest_handler_lag_seconds_count":                  1, // the add
 	}
 	for name, v := range want {
 		if got[name] != v {

@@ -241,7 +241,7 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 			return
 		}
 		r.enqueue(k, ev)
-		r.stats.delivered.Add(1)
+		r.stats.delivered[eventTypeIndex(EventInitialList)].Add(1)
 	}
 }
 
@@ -341,14 +341,17 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if u, _ := obj.(*unstructured.Unstructured); u != nil && r.keep != nil && !r.keep(u) {
 			return rejectedStub(u), nil
 		}
-		own := false
-		if u, ok := obj.(*unstructured.Unstructured); ok && u != nil && r.fieldManager != "" {
-			own = onlyManager(u, r.fieldManager)
-		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || u == nil {
 			// Not ours to pack; the handler and reads skip it.
 			return obj, nil
+		}
+		own := r.fieldManager != "" && onlyManager(u, r.fieldManager)
+		// The digest, like Keep, sees the object as served: the transform
+		// may drop what it reads, and status is taken apart by pack.
+		var digest uint64
+		if r.wakeDigest != nil {
+			digest = r.wakeDigest(u)
 		}
 		if err := user(u); err != nil {
 			return nil, err
@@ -361,6 +364,7 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		// where the handler lag metric starts.
 		p.received = r.clock.Since(r.epoch)
 		p.ownerWrote = own
+		p.digest = digest
 		// One namespace string for the whole cache of a namespaced ref, not
 		// one per object.
 		if p.Namespace == e.ref.Namespace {
@@ -488,16 +492,22 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
+	typ := EventUpdated
 	if !r.deliverStatusOnly && r.statusOnly(o, n) {
-		r.stats.filtered[filterIndex(FilterStatusOnly)].Add(1)
-		return
+		// Status churn wakes nobody, unless it moves the condition the
+		// owners wait on.
+		if r.wakeDigest == nil || o.digest == n.digest {
+			r.stats.filtered[filterIndex(FilterStatusOnly)].Add(1)
+			return
+		}
+		typ = EventDigestChanged
 	}
 	nu, ok1 := e.unpack(n)
 	ou, ok2 := e.unpack(o)
 	if !ok1 || !ok2 {
 		return
 	}
-	r.deliver(e, Event{Ref: e.ref, Type: EventUpdated, Object: nu, Old: ou}, n.received)
+	r.deliver(e, Event{Ref: e.ref, Type: typ, Object: nu, Old: ou}, n.received)
 }
 
 // statusOnly applies the status-only filter. A metadata-only object without
@@ -572,7 +582,7 @@ func (r *Registry[K]) deliver(e *entry[K], ev Event, received time.Duration) {
 	for _, k := range keys {
 		r.enqueue(k, ev)
 	}
-	r.stats.delivered.Add(uint64(len(keys)))
+	r.stats.delivered[eventTypeIndex(ev.Type)].Add(uint64(len(keys)))
 }
 
 // errNoClient reports a cluster registered without the client the mode

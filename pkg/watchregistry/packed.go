@@ -38,6 +38,9 @@ type packed struct {
 	// .metadata.managedFields, nil when the object has none.
 	status        []byte
 	managedFields []byte
+	// digest is Options.WakeDigest of the object as served, zero without
+	// one and for rejected stubs.
+	digest uint64
 	// ownerWrote is set when the served managedFields named
 	// Options.FieldManager alone.
 	ownerWrote bool
@@ -63,6 +66,7 @@ func (p *packed) DeepCopyObject() runtime.Object {
 		body:          bytes.Clone(p.body),
 		status:        bytes.Clone(p.status),
 		managedFields: bytes.Clone(p.managedFields),
+		digest:        p.digest,
 		ownerWrote:    p.ownerWrote,
 		rejected:      p.rejected,
 		received:      p.received,

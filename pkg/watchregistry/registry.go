@@ -81,6 +81,22 @@ type Options[K comparable] struct {
 	// DeliverStatusOnly delivers updates that change only status and
 	// bookkeeping metadata; by default they are filtered.
 	DeliverStatusOnly bool
+	// WakeDigest, if set, lets through the status-only updates that matter
+	// to the owners: it digests the condition they wait on (a hash of an
+	// object's computed health, say), and a status-only update whose new
+	// version digests differently from the previous one is delivered as
+	// EventDigestChanged; the others are filtered as FilterStatusOnly. It
+	// runs once per object version received (initial lists and relists
+	// included), on the informer's goroutine, on the object as served:
+	// after Keep (rejected objects are not digested) and before Transform,
+	// so it sees status and whatever Transform drops. Only the number is
+	// kept, with the cached object, so comparing costs nothing later. It
+	// must be quick, deterministic (a map iterated in random order makes
+	// every version look changed) and must not keep the object, which
+	// Transform then mutates. It cannot be combined with MetadataOnly,
+	// whose objects have no status, nor with DeliverStatusOnly, which
+	// already delivers every status-only update.
+	WakeDigest func(*unstructured.Unstructured) uint64
 	// MetadataOnly uses metadata informers: the cache holds only apiVersion,
 	// kind and metadata of each object, which is much smaller, and reads
 	// return such partial objects. Spec and data changes of objects without
@@ -144,6 +160,7 @@ type Registry[K comparable] struct {
 	transform         TransformFunc
 	keep              func(*unstructured.Unstructured) bool
 	deliverStatusOnly bool
+	wakeDigest        func(*unstructured.Unstructured) uint64
 	metadataOnly      bool
 	kindFor           func(schema.GroupVersionResource) (schema.GroupVersionKind, error)
 	isNamespaced      func(string, schema.GroupVersionResource) (bool, error)
@@ -203,6 +220,12 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if _, err := labels.Parse(opts.LabelSelector); err != nil {
 		return nil, fmt.Errorf("watchregistry: label selector %q: %w", opts.LabelSelector, err)
 	}
+	if opts.WakeDigest != nil && opts.MetadataOnly {
+		return nil, errors.New("watchregistry: Options.WakeDigest needs the objects' status, which MetadataOnly informers do not receive")
+	}
+	if opts.WakeDigest != nil && opts.DeliverStatusOnly {
+		return nil, errors.New("watchregistry: Options.WakeDigest and DeliverStatusOnly exclude each other: the latter delivers every status-only update")
+	}
 	r := &Registry[K]{
 		mapFn:             opts.Map,
 		enqueue:           opts.Enqueue,
@@ -213,6 +236,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		transform:         opts.Transform,
 		keep:              opts.Keep,
 		deliverStatusOnly: opts.DeliverStatusOnly,
+		wakeDigest:        opts.WakeDigest,
 		metadataOnly:      opts.MetadataOnly,
 		kindFor:           opts.KindFor,
 		isNamespaced:      opts.IsNamespaced,
@@ -850,7 +874,7 @@ func (r *Registry[K]) tell(notices []notice[K]) {
 		for _, k := range n.owners {
 			r.enqueue(k, ev)
 		}
-		r.stats.delivered.Add(uint64(len(n.owners)))
+		r.stats.delivered[eventTypeIndex(EventStateChanged)].Add(uint64(len(n.owners)))
 	}
 }
 

@@ -26,10 +26,14 @@ type Stats struct {
 	Expectations int
 	// Received counts the events the informers produced, by type;
 	// EventInitialList counts listed objects, EventStateChanged counts state
-	// changes.
+	// changes. A digest change is received as an EventUpdated.
 	Received map[EventType]uint64
 	// Delivered counts Enqueue calls.
 	Delivered uint64
+	// DeliveredByType counts Enqueue calls by event type: its
+	// EventDigestChanged entry counts the owners woken by a change of
+	// Options.WakeDigest (a health transition, say).
+	DeliveredByType map[EventType]uint64
 	// Filtered counts events not delivered, by reason.
 	Filtered map[FilterReason]uint64
 }
@@ -37,7 +41,7 @@ type Stats struct {
 type counters struct {
 	started   atomic.Uint64
 	running   atomic.Int64
-	delivered atomic.Uint64
+	delivered [len(eventTypes)]atomic.Uint64
 	received  [len(eventTypes)]atomic.Uint64
 	filtered  [len(filterReasons)]atomic.Uint64
 }
@@ -63,9 +67,10 @@ func filterIndex(f FilterReason) int {
 // Stats returns a snapshot of the registry's figures.
 func (r *Registry[K]) Stats() Stats {
 	s := Stats{
-		Informers: make(map[State]int, len(states)),
-		Received:  make(map[EventType]uint64, len(eventTypes)),
-		Filtered:  make(map[FilterReason]uint64, len(filterReasons)),
+		Informers:       make(map[State]int, len(states)),
+		Received:        make(map[EventType]uint64, len(receivedTypes)),
+		DeliveredByType: make(map[EventType]uint64, len(eventTypes)),
+		Filtered:        make(map[FilterReason]uint64, len(filterReasons)),
 	}
 	r.mu.Lock()
 	for _, e := range r.entries {
@@ -79,9 +84,13 @@ func (r *Registry[K]) Stats() Stats {
 	s.Running = int(r.stats.running.Load())
 	s.Started = r.stats.started.Load()
 	s.Expectations = r.exp.len()
-	s.Delivered = r.stats.delivered.Load()
 	for i, t := range eventTypes {
-		s.Received[t] = r.stats.received[i].Load()
+		n := r.stats.delivered[i].Load()
+		s.DeliveredByType[t] = n
+		s.Delivered += n
+	}
+	for _, t := range receivedTypes {
+		s.Received[t] = r.stats.received[eventTypeIndex(t)].Load()
 	}
 	for i, f := range filterReasons {
 		s.Filtered[f] = r.stats.filtered[i].Load()
@@ -115,7 +124,7 @@ func newMetrics(ns string) metrics {
 		cached:       d("cached_objects", "Objects held by the informers' caches."),
 		expectations: d("expectations", "Pending own-write and own-delete expectations."),
 		received:     d("events_received_total", "Events produced by the informers, by type.", "type"),
-		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue."),
+		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue, by event type.", "type"),
 		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "informer_sync_duration_seconds",
@@ -152,10 +161,12 @@ func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.owners, prometheus.GaugeValue, float64(s.Owners))
 	ch <- prometheus.MustNewConstMetric(d.cached, prometheus.GaugeValue, float64(s.CachedObjects))
 	ch <- prometheus.MustNewConstMetric(d.expectations, prometheus.GaugeValue, float64(s.Expectations))
-	for _, t := range eventTypes {
+	for _, t := range receivedTypes {
 		ch <- prometheus.MustNewConstMetric(d.received, prometheus.CounterValue, float64(s.Received[t]), string(t))
 	}
-	ch <- prometheus.MustNewConstMetric(d.delivered, prometheus.CounterValue, float64(s.Delivered))
+	for _, t := range eventTypes {
+		ch <- prometheus.MustNewConstMetric(d.delivered, prometheus.CounterValue, float64(s.DeliveredByType[t]), string(t))
+	}
 	for _, f := range filterReasons {
 		ch <- prometheus.MustNewConstMetric(d.filtered, prometheus.CounterValue, float64(s.Filtered[f]), string(f))
 	}

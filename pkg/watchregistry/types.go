@@ -66,6 +66,12 @@ const (
 	// EventUpdated reports a change other than a status-only one (unless
 	// Options.DeliverStatusOnly) and other than the owner's own write.
 	EventUpdated EventType = "Updated"
+	// EventDigestChanged reports a status-only update, which would have been
+	// filtered, whose Options.WakeDigest differs from the previous
+	// version's: the condition the owner watches (its health, say) changed
+	// while nothing else did. Old is set as for EventUpdated. An update that
+	// changes more than status is an EventUpdated whatever its digest.
+	EventDigestChanged EventType = "DigestChanged"
 	// EventDeleted reports a deleted object; Object is its last known state.
 	EventDeleted EventType = "Deleted"
 	// EventInitialList is delivered once per owner when a new informer has
@@ -93,7 +99,8 @@ type Event struct {
 	// this event and not shared with it, but Map and every Enqueue of the
 	// event receive the same one: mutate only a copy.
 	Object *unstructured.Unstructured
-	// Old is the previous object of an EventUpdated, decoded like Object.
+	// Old is the previous object of an EventUpdated or EventDigestChanged,
+	// decoded like Object.
 	Old *unstructured.Unstructured
 }
 
@@ -137,7 +144,8 @@ const (
 	FilterResync FilterReason = "resync"
 	// FilterStatusOnly counts updates that changed nothing but status and
 	// bookkeeping metadata (resourceVersion, managedFields, and generation
-	// unless MetadataOnly).
+	// unless MetadataOnly), and, with Options.WakeDigest, left the digest
+	// unchanged.
 	FilterStatusOnly FilterReason = "status-only"
 	// FilterOwnWrite counts events announced by ExpectWrite or ExpectDelete.
 	FilterOwnWrite FilterReason = "own-write"
@@ -149,7 +157,13 @@ const (
 
 var filterReasons = [...]FilterReason{FilterResync, FilterStatusOnly, FilterOwnWrite, FilterUnmapped, FilterRejected}
 
-var eventTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
+// eventTypes are the types of delivered events; receivedTypes those the
+// informers produce, of which a digest change is not one: it is an update
+// the handler delivers under another type.
+var (
+	eventTypes    = [...]EventType{EventAdded, EventUpdated, EventDigestChanged, EventDeleted, EventInitialList, EventStateChanged}
+	receivedTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
+)
 
 var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped}
 
