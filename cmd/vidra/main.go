@@ -38,6 +38,7 @@ type flags struct {
 	watchNamespace        string
 	defaultServiceAccount string
 	trustedNamespaces     string
+	crossNamespaceDeps    bool
 	allowHTTP             bool
 	cidrDeny              string
 	workers               int
@@ -65,6 +66,7 @@ func main() {
 	fs.StringVar(&f.configMap, "config-map", operator.DefaultConfigMapName, "name of the configuration ConfigMap in --namespace")
 	fs.StringVar(&f.watchNamespace, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "reconcile VidraResources of this namespace only; empty means all (env WATCH_NAMESPACE)")
 	fs.StringVar(&f.defaultServiceAccount, "default-service-account", "", "ServiceAccount (of each VidraResource's namespace) to impersonate when a resource names none")
+	fs.BoolVar(&f.crossNamespaceDeps, "allow-cross-namespace-dependencies", false, "let spec.dependsOn name VidraResources of other namespaces; off, a tenant can depend on (and so learn the readiness of) resources of its own namespace only")
 	fs.StringVar(&f.trustedNamespaces, "trusted-namespaces", "", "comma-separated namespaces whose VidraResources may act with the operator's own identity when they name no ServiceAccount; empty means --namespace alone, * every namespace (a single-tenant cluster). Elsewhere a resource without spec.serviceAccountName or --default-service-account applies nothing")
 	fs.BoolVar(&f.allowHTTP, "allow-http-destinations", false, "accept remote destinations whose server is plain http:// (credentials and manifests in clear text)")
 	fs.StringVar(&f.cidrDeny, "destination-cidr-deny", "169.254.0.0/16,fe80::/10", "comma-separated CIDRs remote destinations may not connect to, checked on the resolved address; the default keeps out link-local (cloud metadata) addresses; empty denies nothing")
@@ -146,15 +148,16 @@ func run(ctx context.Context, f flags) error {
 			RenewDeadline: f.renewDeadline,
 			RetryPeriod:   f.retryPeriod,
 		},
-		Config:                cfg,
-		Namespace:             f.namespace,
-		ConfigMapName:         f.configMap,
-		WatchNamespace:        f.watchNamespace,
-		DefaultServiceAccount: f.defaultServiceAccount,
-		TrustedNamespaces:     splitList(f.trustedNamespaces),
-		RemoteGuard:           destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
-		Workers:               f.workers,
-		Linger:                f.linger,
+		Config:                          cfg,
+		Namespace:                       f.namespace,
+		ConfigMapName:                   f.configMap,
+		WatchNamespace:                  f.watchNamespace,
+		DefaultServiceAccount:           f.defaultServiceAccount,
+		TrustedNamespaces:               splitList(f.trustedNamespaces),
+		AllowCrossNamespaceDependencies: f.crossNamespaceDeps,
+		RemoteGuard:                     destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
+		Workers:                         f.workers,
+		Linger:                          f.linger,
 	})
 	if err != nil {
 		return err

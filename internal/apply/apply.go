@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -27,6 +30,34 @@ type planned struct {
 	line      int
 	inventory bool // listed in the inventory before this reconcile
 	applied   bool // applied or found in sync in this reconcile
+	// health is the object's kstatus health as this pass leaves it.
+	health        health.Status
+	healthMessage string
+}
+
+// observe records the health of the object as it now is: live (nil when it
+// was just created: the manifest's object) with the generation the pass's
+// write gave it, 0 when the pass did not write it. A write that changed the
+// spec bumps the generation, so the object's controller has not observed
+// it yet: a Deployment is InProgress until it has, whatever its cached
+// status said of the previous generation.
+func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
+	obj := live
+	if obj == nil {
+		obj = p.obj
+	}
+	if generation != 0 && generation != obj.GetGeneration() {
+		md, _ := obj.Object["metadata"].(map[string]any)
+		md = maps.Clone(md)
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["generation"] = generation
+		cp := maps.Clone(obj.Object)
+		cp["metadata"] = md
+		obj = &unstructured.Unstructured{Object: cp}
+	}
+	p.health, p.healthMessage = health.Of(obj)
 }
 
 // Apply brings the objects of pass.VR on pass.Target to its manifest: it
@@ -98,7 +129,13 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	inventory := make([]v1alpha1.ManagedResource, 0, len(all))
 	for _, p := range all {
 		if p.applied || p.inventory {
-			inventory = append(inventory, managedResource(p.obj))
+			e.observeCached(pass, p)
+			m := managedResource(p.obj)
+			m.Health = string(p.health)
+			if p.health != health.Current {
+				m.HealthMessage = p.healthMessage
+			}
+			inventory = append(inventory, m)
 		}
 	}
 	if len(pass.Out.Errs) > 0 {
@@ -113,6 +150,27 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	kept := e.prune(ctx, pass, desired)
 	pass.Out.Inventory = append(inventory, kept...)
 	logger.V(3).Info("Reconciled", "objects", len(all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
+}
+
+// observeCached gives an object the pass did not get to (its apply
+// failed, or its kind is not served) the health its cached version shows.
+func (e *Engine) observeCached(pass *Pass, p *planned) {
+	if p.health != "" {
+		return
+	}
+	if p.gvr.Empty() {
+		p.health, p.healthMessage = health.Unknown, "its kind is not served"
+		return
+	}
+	u, err := e.registry.Get(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj.GetNamespace(), p.obj.GetName())
+	switch {
+	case err == nil:
+		p.health, p.healthMessage = health.Of(u)
+	case apierrors.IsNotFound(err):
+		p.health, p.healthMessage = health.Of(nil)
+	default:
+		p.health, p.healthMessage = health.Unknown, "not known yet"
+	}
 }
 
 // Finish records what the pass learnt that other resources' passes need:

@@ -67,7 +67,7 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 			if keys, ok := hand.addedMetadataKeys(p.obj.Object); ok {
 				resp, err := e.removeKeys(ctx, pass, p, live, keys)
 				if err == nil && isSubset(p.obj.Object, resp.Object) {
-					e.applied(pass, p, live, resp.GetResourceVersion(), hash)
+					e.applied(pass, p, live, resp.GetResourceVersion(), resp.GetGeneration(), hash)
 					return nil
 				}
 				if err == nil {
@@ -80,6 +80,7 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 			}
 		case known && rec.rv == live.GetResourceVersion() && rec.hash == hash:
 			p.applied = true
+			p.observe(live, 0)
 			return nil
 		case isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash):
 			// Not after the manifest changed since Vidra's last apply: a field
@@ -87,6 +88,7 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 			// and only an apply removes that field.
 			pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
 			p.applied = true
+			p.observe(live, 0)
 			return nil
 		}
 	}
@@ -112,13 +114,15 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		return fail(err)
 	}
 	e.metrics.Applies.WithLabelValues("success").Inc()
-	e.applied(pass, p, live, resp.ResourceVersion, hash)
+	e.applied(pass, p, live, resp.ResourceVersion, resp.Generation, hash)
 	return nil
 }
 
-// applied records a successful apply: the version it produced, the write
-// to expect on the watch, and whether it was a creation, a change, or drift.
-func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, hash uint64) {
+// applied records a successful apply: the version and generation it
+// produced, the write to expect on the watch, and whether it was a
+// creation, a change, or drift.
+func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, generation int64, hash uint64) {
+	p.observe(live, generation)
 	prev, known := pass.st.applied[p.key]
 	pass.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
 	p.applied = true
@@ -185,7 +189,7 @@ func (e *Engine) applyAbsent(ctx context.Context, pass *Pass, p *planned, hash u
 		return nil, classify(p, err)
 	}
 	e.metrics.Applies.WithLabelValues("success").Inc()
-	e.applied(pass, p, nil, resp.ResourceVersion, hash)
+	e.applied(pass, p, nil, resp.ResourceVersion, resp.Generation, hash)
 	return nil, nil
 }
 

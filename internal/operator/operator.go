@@ -52,6 +52,9 @@ type Options struct {
 	// Namespace alone, destination.AllNamespaces every namespace (see
 	// controller.Options).
 	TrustedNamespaces []string
+	// AllowCrossNamespaceDependencies lets spec.dependsOn name resources
+	// of other namespaces (see controller.Options).
+	AllowCrossNamespaceDependencies bool
 	// RemoteGuard limits where remote destinations may lead.
 	RemoteGuard destination.Guard
 	// Workers is the number of reconciles run in parallel.
@@ -152,16 +155,17 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace))
 	c, err := controller.NewController(ctx, controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config},
 		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
-			Namespace:             opts.Namespace,
-			DefaultServiceAccount: opts.DefaultServiceAccount,
-			TrustedNamespaces:     opts.TrustedNamespaces,
-			RemoteGuard:           opts.RemoteGuard,
-			Config:                o.Config.Current,
-			Recorder:              recorder,
-			Registerer:            opts.Metrics,
-			QueueMetrics:          newQueueMetrics(opts.Metrics),
-			Linger:                opts.Linger,
-			OnReconcile:           opts.OnReconcile,
+			Namespace:                       opts.Namespace,
+			DefaultServiceAccount:           opts.DefaultServiceAccount,
+			TrustedNamespaces:               opts.TrustedNamespaces,
+			AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
+			RemoteGuard:                     opts.RemoteGuard,
+			Config:                          o.Config.Current,
+			Recorder:                        recorder,
+			Registerer:                      opts.Metrics,
+			QueueMetrics:                    newQueueMetrics(opts.Metrics),
+			Linger:                          opts.Linger,
+			OnReconcile:                     opts.OnReconcile,
 		})
 	if err != nil {
 		return nil, err

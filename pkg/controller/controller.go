@@ -30,6 +30,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/health"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
@@ -84,6 +85,10 @@ type Options struct {
 	// trigger and result ("success", "error", "conflict"); tests count
 	// reconciles with it.
 	OnReconcile func(key cache.ObjectName, trigger Trigger, result string)
+	// AllowCrossNamespaceDependencies lets spec.dependsOn name resources of
+	// other namespaces; off, a tenant cannot even learn whether a resource
+	// of another namespace exists or is Ready.
+	AllowCrossNamespaceDependencies bool
 	// MaxRetries caps the rate-limited retries of one failing key; after
 	// that it waits for the next interval or event. Default 20.
 	MaxRetries int
@@ -97,8 +102,10 @@ type Controller struct {
 	// requests themselves: the generated fake clientset has no REST client.
 	status rest.Interface
 	lister listers.VidraResourceLister
-	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// indexer is the lister's store, indexed by dependency (dependsOnIndex).
+	indexer cache.Indexer
+	synced  cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// limiter is the queue's rate limiter, asked directly for a retry's
 	// delay (see handleErr).
 	limiter workqueue.TypedRateLimiter[cache.ObjectName]
@@ -142,6 +149,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		clients:  clients,
 		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
 		lister:   vrInformer.Lister(),
+		indexer:  vrInformer.Informer().GetIndexer(),
 		synced:   vrInformer.Informer().HasSynced,
 		fair:     fair,
 		recorder: opts.Recorder,
@@ -163,14 +171,20 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		Linger: opts.Linger,
 		Map:    c.ownerOf,
 		Enqueue: func(key cache.ObjectName, ev watchregistry.Event) {
-			// A new informer's first list is no change anyone made: after a
-			// restart it is part of starting up.
-			if ev.Type == watchregistry.EventInitialList {
+			switch ev.Type {
+			case watchregistry.EventInitialList:
+				// A new informer's first list is no change anyone made:
+				// after a restart it is part of starting up.
 				c.enqueue(key, TriggerStartup)
-				return
+			case watchregistry.EventDigestChanged:
+				c.enqueue(key, TriggerHealth)
+			default:
+				c.enqueue(key, TriggerEvent)
 			}
-			c.enqueue(key, TriggerEvent)
 		},
+		// Status-only updates wake the owner only when the object's health
+		// changes: a Deployment's status churns without that.
+		WakeDigest: health.Digest,
 		Transform: func(u *unstructured.Unstructured) error {
 			apply.TrimForCache(u, c.config().OverrideManagers)
 			return nil
@@ -204,6 +218,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		Registerer: opts.Registerer, Clock: opts.Clock,
 	})
 
+	if err := vrInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexDependencies}); err != nil {
+		return nil, fmt.Errorf("index VidraResources by dependency: %w", err)
+	}
 	if err := vrInformer.Informer().SetTransform(dropManagedFields); err != nil {
 		return nil, fmt.Errorf("trim cached VidraResources: %w", err)
 	}
@@ -214,13 +231,30 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 				t = TriggerStartup
 			}
 			c.enqueueObject(obj, t)
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			if t, ok := updateTrigger(oldObj.(*v1alpha1.VidraResource), newObj.(*v1alpha1.VidraResource)); ok {
-				c.enqueueObject(newObj, t)
+			if vr, ok := obj.(*v1alpha1.VidraResource); ok {
+				c.wakeDependents(vr)
 			}
 		},
-		DeleteFunc: func(obj any) { c.enqueueObject(obj, TriggerEvent) },
+		UpdateFunc: func(oldObj, newObj any) {
+			old, cur := oldObj.(*v1alpha1.VidraResource), newObj.(*v1alpha1.VidraResource)
+			if t, ok := updateTrigger(old, cur); ok {
+				c.enqueueObject(newObj, t)
+			}
+			// Its own status write is what makes a resource Ready: that
+			// wakes its dependents, not itself.
+			if isReady(old) != isReady(cur) {
+				c.wakeDependents(cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			c.enqueueObject(obj, TriggerEvent)
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if vr, ok := obj.(*v1alpha1.VidraResource); ok {
+				c.wakeDependents(vr)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch VidraResources: %w", err)
@@ -430,7 +464,9 @@ func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 		return nil
 	}
 	vr, ok := apply.MarkedOwner(c.lister, ev.Object)
-	if !ok || !c.eventMode(vr) {
+	// Health changes wake the owner whether or not it corrects drift on
+	// events: waiting for health never polls.
+	if !ok || (!c.eventMode(vr) && ev.Type != watchregistry.EventDigestChanged) {
 		return nil
 	}
 	return []cache.ObjectName{cache.MetaObjectToName(vr)}

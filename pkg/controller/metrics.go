@@ -15,9 +15,15 @@ const (
 	TriggerStartup   Trigger = "startup"
 	TriggerRetry     Trigger = "retry"
 	TriggerInterval  Trigger = "interval"
+	// TriggerHealth: a managed object's health changed, or a wait for
+	// health timed out.
+	TriggerHealth Trigger = "health"
+	// TriggerDependency: a VidraResource this one depends on became Ready,
+	// or stopped being Ready.
+	TriggerDependency Trigger = "dependency"
 )
 
-var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerStartup, TriggerRetry, TriggerInterval}
+var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerDependency, TriggerHealth, TriggerStartup, TriggerRetry, TriggerInterval}
 
 // Metrics are the controller's Prometheus metrics. Their values are what the
 // tests read to count reconciles, so that nothing depends on log parsing.

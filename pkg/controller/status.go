@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,8 +21,11 @@ const maxMessage = 4096
 
 // writeStatus computes the status of a finished reconcile, records Events for
 // what changed, and writes the status only when it differs from what the
-// resource holds: a reconcile that changed nothing writes nothing.
-func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCluster *v1alpha1.ClusterReference) error {
+// resource holds: a reconcile that changed nothing writes nothing. With
+// spec.wait, recheck is the time left until the wait for health times out,
+// when the reconcile is still waiting; the resource must be looked at again
+// then, even if no object changes.
+func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCluster *v1alpha1.ClusterReference) (recheck time.Duration, err error) {
 	vr := r.VR
 	now := metav1.NewTime(c.clock.Now())
 	st := vr.Status.DeepCopy()
@@ -35,6 +39,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
 		st.LastHandledReconcileAt = v
 	}
+	// A new generation (the manifest or the spec changed) starts a new
+	// wait for health.
+	if st.HealthCheckStartTime == nil || vr.Status.ObservedGeneration != vr.Generation {
+		st.HealthCheckStartTime = &now
+	}
+	deadline := st.HealthCheckStartTime.Add(timeout(vr))
 
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -57,9 +67,31 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
+	hs := summarizeHealth(r.Out.Inventory)
+	set(v1alpha1.ConditionHealthy, hs.status, hs.reason, hs.message)
+	waiting := vr.Spec.Wait && hs.status != metav1.ConditionTrue
 	switch {
+	case len(errs) == 0 && waiting && (hs.failed || !now.Time.Before(deadline)):
+		msg := "Applied and in sync, but " + hs.message
+		if !hs.failed {
+			msg = fmt.Sprintf("Not healthy within %s (spec.timeout): %s", timeout(vr), hs.message)
+		}
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed, msg)
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonHealthCheckFailed, msg)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+		st.DeployState = v1alpha1.DeployStateFailed
+	case len(errs) == 0 && waiting:
+		msg := "Applied and in sync; waiting for health (spec.wait): " + hs.message
+		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing, msg)
+		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, msg)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+		st.DeployState = v1alpha1.DeployStateRunning
+		recheck = deadline.Sub(now.Time)
 	case len(errs) == 0:
 		msg := fmt.Sprintf("%s applied and in sync", count(len(r.Out.Inventory), "object"))
+		if vr.Spec.Wait {
+			msg = fmt.Sprintf("%s applied, in sync and healthy", count(len(r.Out.Inventory), "object"))
+		}
 		if len(contended) > 0 {
 			// Ready, yet not settled: -o wide shows only this message.
 			msg += "; Conflict: " + strings.Join(contended, "; ")
@@ -92,10 +124,10 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 
 	c.recordEvents(r, st)
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
-		return nil
+		return recheck, nil
 	}
 	vr.Status = *st
-	return c.updateStatus(ctx, vr)
+	return recheck, c.updateStatus(ctx, vr)
 }
 
 // count says "1 object", "2 objects".
@@ -184,6 +216,48 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 		return nil
 	}
 	c.event(vr, false, "Suspended", "Reconciliation suspended")
+	vr.Status = *st
+	return c.updateStatus(ctx, vr)
+}
+
+// writeBlocked records that the resource applies nothing because of its
+// dependencies: Ready False with the reason, Reconciling while it waits
+// for them, Stalled when only a change of the resource can help. The
+// inventory and the objects' health stay as they were.
+func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResource, b *blocked) error {
+	now := metav1.NewTime(c.clock.Now())
+	st := vr.Status.DeepCopy()
+	st.ObservedGeneration = vr.Generation
+	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
+		st.LastHandledReconcileAt = v
+	}
+	set := func(t string, reason string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: metav1.ConditionTrue, Reason: reason, Message: truncate(b.message), ObservedGeneration: vr.Generation, LastTransitionTime: now,
+		})
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: b.reason, Message: truncate(b.message),
+		ObservedGeneration: vr.Generation, LastTransitionTime: now,
+	})
+	if b.stalled {
+		set(v1alpha1.ConditionStalled, b.reason)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+		st.DeployState = v1alpha1.DeployStateFailed
+	} else {
+		set(v1alpha1.ConditionReconciling, b.reason)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+		st.DeployState = v1alpha1.DeployStatePending
+		if len(st.ManagedResources) > 0 {
+			st.DeployState = v1alpha1.DeployStateRunning
+		}
+	}
+	if equality.Semantic.DeepEqual(vr.Status, *st) {
+		return nil
+	}
+	if prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); prev == nil || prev.Reason != b.reason || prev.Message != truncate(b.message) {
+		c.event(vr, b.stalled, b.reason, "%s", truncate(b.message))
+	}
 	vr.Status = *st
 	return c.updateStatus(ctx, vr)
 }

@@ -60,6 +60,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 		return syncResult{}, c.writeSuspended(ctx, vr)
 	}
 
+	if b := c.checkDependencies(vr); b != nil {
+		// Woken by the dependsOn index the moment a dependency changes;
+		// the interval stays the safety net.
+		return syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}, c.writeBlocked(ctx, vr, b)
+	}
+
 	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
 	inventoryCluster := c.reconcile(ctx, pass)
 	c.explainMissingServiceAccount(ctx, pass)
@@ -68,7 +74,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 	for _, e := range pass.Out.Errs {
 		res.conflict = res.conflict || e.Conflict
 	}
-	if err := c.writeStatus(ctx, pass, inventoryCluster); err != nil {
+	recheck, err := c.writeStatus(ctx, pass, inventoryCluster)
+	if recheck > 0 && (res.requeueAfter <= 0 || recheck < res.requeueAfter) {
+		// Waiting for health: the timeout is a deadline to look at, not a
+		// poll; a change of health wakes the resource before it.
+		res.requeueAfter, res.requeueTrigger = recheck, TriggerHealth
+	}
+	if err != nil {
 		return res, err
 	}
 	if pass.Out.Retryable() {

@@ -402,16 +402,24 @@ func appInventory(namespace string) []v1alpha1.ManagedResource {
 // reportedInSync is the status a resource of configMapManifest has once a
 // reconcile found its object in sync.
 func reportedInSync(vr *v1alpha1.VidraResource) {
+	since := metav1.NewTime(time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC))
+	inventory := appInventory(vr.Namespace)
+	for i := range inventory {
+		inventory[i].Health = "Current"
+	}
 	vr.Status = v1alpha1.VidraResourceStatus{
-		ObservedGeneration: vr.Generation,
-		DeployState:        v1alpha1.DeployStateSucceeded,
-		ManagedResources:   appInventory(vr.Namespace),
-		ManagedCount:       1,
-		InventoryCluster:   &v1alpha1.ClusterReference{},
+		ObservedGeneration:   vr.Generation,
+		DeployState:          v1alpha1.DeployStateSucceeded,
+		ManagedResources:     inventory,
+		ManagedCount:         1,
+		InventoryCluster:     &v1alpha1.ClusterReference{},
+		HealthCheckStartTime: &since,
 		Conditions: []metav1.Condition{{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled,
-			Message: "1 object applied and in sync", ObservedGeneration: vr.Generation,
-			LastTransitionTime: metav1.NewTime(time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)),
+			Message: "1 object applied and in sync", ObservedGeneration: vr.Generation, LastTransitionTime: since,
+		}, {
+			Type: v1alpha1.ConditionHealthy, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAllCurrent,
+			Message: "1 object healthy", ObservedGeneration: vr.Generation, LastTransitionTime: since,
 		}},
 	}
 }
@@ -520,7 +528,7 @@ func TestSyncDecisions(t *testing.T) {
 			vr:          newVR(operatorNS, "new", configMapManifest, withoutFinalizer),
 			wantActions: []string{finalizerPatch(newVR(operatorNS, "new", ""), v1alpha1.Finalizer), "get configmaps vidra-system/app", "apply configmaps vidra-system/app", "update vidraresources/status vidra-system/new"},
 			wantStatus: &wantStatus{
-				conditions:  []cond{{v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled}},
+				conditions:  []cond{{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent}, {v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled}},
 				deployState: v1alpha1.DeployStateSucceeded, managed: 1, readyMessage: "1 object applied and in sync",
 			},
 			wantEvents:   []string{"Normal Applied Applied 1 object (1 created, 0 configured); 1 managed"},
@@ -560,6 +568,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"update vidraresources/status tenant/untrusted"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
+					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServiceAccountRequired},
 					{v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonServiceAccountRequired},
 				},
@@ -574,6 +583,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"update vidraresources/status vidra-system/broken"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
+					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidManifest},
 					{v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest},
 				},
@@ -597,6 +607,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"get configmaps vidra-system/app", "update vidraresources/status vidra-system/blocked"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
+					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonUnmanagedExists},
 					{v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists},
 					{v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing},
@@ -620,6 +631,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"get configmaps vidra-system/app", "apply configmaps vidra-system/app", "update vidraresources/status vidra-system/flaky"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
+					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed},
 					{v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing},
 				},
@@ -636,7 +648,7 @@ func TestSyncDecisions(t *testing.T) {
 			statusConflict: true,
 			wantActions:    []string{"get configmaps vidra-system/app", "apply configmaps vidra-system/app", "update vidraresources/status vidra-system/raced"},
 			wantStatus: &wantStatus{
-				conditions:  []cond{{v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled}},
+				conditions:  []cond{{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent}, {v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled}},
 				deployState: v1alpha1.DeployStateSucceeded, managed: 1,
 			},
 			wantEvents:   []string{"Normal Applied "},

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=infrahub.operators.com, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterReference"):
 		return &infrahubv1alpha1.ClusterReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DependencyReference"):
+		return &infrahubv1alpha1.DependencyReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Destination"):
 		return &infrahubv1alpha1.DestinationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ManagedResource"):

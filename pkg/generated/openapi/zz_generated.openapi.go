@@ -33,6 +33,7 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":    schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference": schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination":         schema_pkg_apis_infrahub_v1alpha1_Destination(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":     schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":  schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
@@ -126,6 +127,35 @@ func schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref common.ReferenceCall
 	}
 }
 
+func schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DependencyReference names a VidraResource another depends on.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the VidraResource.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the VidraResource; empty means the dependent's own.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_infrahub_v1alpha1_Destination(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -202,6 +232,20 @@ func schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref common.ReferenceCallb
 						SchemaProps: spec.SchemaProps{
 							Description: "Name of the object.",
 							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"health": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Health is the object's health in kstatus' terms: Current, InProgress, Failed, Terminating, NotFound or Unknown. Objects without a status of their own (ConfigMaps, RBAC) are Current once applied.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"healthMessage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthMessage says why the object is not Current.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -413,12 +457,43 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 							Format:      "",
 						},
 					},
+					"wait": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Wait makes Ready mean running rather than applied: Ready is True only once every managed object is healthy (kstatus Current: a Deployment rolled out, a Job complete, a PVC bound, a custom resource Ready). Health is reported in status whether or not Wait is set.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"timeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeout is how long Vidra waits, with Wait, for the objects of a new manifest to become healthy before Ready turns False with reason HealthCheckFailed; a change of the manifest starts a new wait. Default 5m.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"dependsOn": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DependsOn are VidraResources that must be Ready before this one applies anything; with their Wait set, that means healthy. Vidra is woken the moment a dependency becomes Ready. A dependency in another namespace is refused unless the operator allows it (--allow-cross-namespace-dependencies).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"manifest"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", v1.Duration{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -506,6 +581,12 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation that the last reconcile handled.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"healthCheckStartTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthCheckStartTime is when Vidra began waiting for the objects of the observed generation to become healthy: spec.timeout runs from here.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
 				},

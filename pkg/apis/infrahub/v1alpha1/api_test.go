@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,6 +175,17 @@ func TestInvalidInputIsRejectedNamingTheField(t *testing.T) {
 		}, "spec.interval"},
 		{"empty manifest", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = "" }, "spec.manifest"},
 		{"server that is no URL", func(vr *v1alpha1.VidraResource) { vr.Spec.Destination.Server = "not a url" }, "spec.destination.server"},
+		{"timeout under a second", func(vr *v1alpha1.VidraResource) {
+			vr.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Millisecond}
+		}, "spec.timeout"},
+		{"dependency without a name", func(vr *v1alpha1.VidraResource) {
+			vr.Spec.DependsOn = []v1alpha1.DependencyReference{{Namespace: "x"}}
+		}, "spec.dependsOn[0].name"},
+		{"more than 64 dependencies", func(vr *v1alpha1.VidraResource) {
+			for i := range 65 {
+				vr.Spec.DependsOn = append(vr.Spec.DependsOn, v1alpha1.DependencyReference{Name: fmt.Sprint("d", i)})
+			}
+		}, "spec.dependsOn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,6 +322,9 @@ func TestPrinterColumnsShowStatus(t *testing.T) {
 		Conditions: []metav1.Condition{{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled,
 			Message: "4 objects in sync", LastTransitionTime: metav1.Now(),
+		}, {
+			Type: v1alpha1.ConditionHealthy, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonProgressing,
+			Message: "1 object not healthy yet", LastTransitionTime: metav1.Now(),
 		}},
 	}
 	if _, err := cs.InfrahubV1alpha1().VidraResources(ns).UpdateStatus(ctx, vr, metav1.UpdateOptions{}); err != nil {
@@ -327,14 +342,14 @@ func TestPrinterColumnsShowStatus(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		names = append(names, c.Name)
 	}
-	if got, want := strings.Join(names, ","), "Name,Ready,Status,Managed,Age,Message"; got != want {
+	if got, want := strings.Join(names, ","), "Name,Ready,Healthy,Status,Managed,Age,Message"; got != want {
 		t.Fatalf("columns = %s, want %s", got, want)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("rows = %d", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	if cells[1] != "True" || cells[2] != "Succeeded" || cells[3] != int64(4) || cells[5] != "4 objects in sync" {
+	if cells[1] != "True" || cells[2] != "Progressing" || cells[3] != "Succeeded" || cells[4] != int64(4) || cells[6] != "4 objects in sync" {
 		t.Fatalf("cells = %#v", cells)
 	}
 

@@ -60,6 +60,10 @@ const (
 	// ConditionConflict is True when another writer or another VidraResource
 	// contends for objects of this manifest.
 	ConditionConflict = "Conflict"
+	// ConditionHealthy summarises the health of the managed objects: True
+	// when every one is Current (reason AllCurrent), False while some are in
+	// progress (Progressing) or when some failed (Degraded).
+	ConditionHealthy = "Healthy"
 )
 
 // Condition reasons. They are constant so that alerts and scripts can match
@@ -84,6 +88,18 @@ const (
 	ReasonManifestTooLarge   = "ManifestTooLarge"
 	ReasonWaitingForCRD      = "WaitingForCRD"
 	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonAllCurrent: every managed object is healthy.
+	ReasonAllCurrent = "AllCurrent"
+	// ReasonDegraded: a managed object failed (kstatus Failed).
+	ReasonDegraded = "Degraded"
+	// ReasonHealthCheckFailed: with spec.wait, the objects were not healthy
+	// within spec.timeout.
+	ReasonHealthCheckFailed = "HealthCheckFailed"
+	// ReasonDependencyCycle: spec.dependsOn leads back to the resource.
+	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonDependencyRefused: spec.dependsOn names a resource the operator
+	// does not let this one depend on (another namespace).
+	ReasonDependencyRefused = "DependencyRefused"
 	// ReasonServiceAccountRequired: the resource is outside the trusted
 	// namespaces and names no ServiceAccount to act as, so nothing is applied.
 	ReasonServiceAccountRequired = "ServiceAccountRequired"

@@ -10,6 +10,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=vr,categories=vidra
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].reason`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.deployState`
 // +kubebuilder:printcolumn:name="Managed",type=integer,JSONPath=`.status.managedCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -107,6 +108,46 @@ type VidraResourceSpec struct {
 	// it touches an immutable field.
 	// +optional
 	Force bool `json:"force,omitempty"`
+
+	// Wait makes Ready mean running rather than applied: Ready is True only
+	// once every managed object is healthy (kstatus Current: a Deployment
+	// rolled out, a Job complete, a PVC bound, a custom resource Ready).
+	// Health is reported in status whether or not Wait is set.
+	// +optional
+	Wait bool `json:"wait,omitempty"`
+
+	// Timeout is how long Vidra waits, with Wait, for the objects of a new
+	// manifest to become healthy before Ready turns False with reason
+	// HealthCheckFailed; a change of the manifest starts a new wait.
+	// Default 5m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="must be a Go duration of at least 1s, such as 30s, 5m or 1h"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// DependsOn are VidraResources that must be Ready before this one
+	// applies anything; with their Wait set, that means healthy. Vidra is
+	// woken the moment a dependency becomes Ready. A dependency in another
+	// namespace is refused unless the operator allows it
+	// (--allow-cross-namespace-dependencies).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+}
+
+// DependencyReference names a VidraResource another depends on.
+type DependencyReference struct {
+	// Name of the VidraResource.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Namespace of the VidraResource; empty means the dependent's own.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Destination selects the cluster and default namespace for the objects.
@@ -211,6 +252,12 @@ type VidraResourceStatus struct {
 	// that the last reconcile handled.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// HealthCheckStartTime is when Vidra began waiting for the objects of
+	// the observed generation to become healthy: spec.timeout runs from
+	// here.
+	// +optional
+	HealthCheckStartTime *metav1.Time `json:"healthCheckStartTime,omitempty"`
 }
 
 // ClusterReference names a destination cluster as spec.destination does.
@@ -234,6 +281,14 @@ type ManagedResource struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Name of the object.
 	Name string `json:"name"`
+	// Health is the object's health in kstatus' terms: Current,
+	// InProgress, Failed, Terminating, NotFound or Unknown. Objects without
+	// a status of their own (ConfigMaps, RBAC) are Current once applied.
+	// +optional
+	Health string `json:"health,omitempty"`
+	// HealthMessage says why the object is not Current.
+	// +optional
+	HealthMessage string `json:"healthMessage,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -202,6 +202,16 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: server
       type:
         scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.DependencyReference
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
+      type:
+        scalar: string
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.Destination
   map:
     fields:
@@ -224,6 +234,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: health
+      type:
+        scalar: string
+    - name: healthMessage
+      type:
+        scalar: string
     - name: kind
       type:
         scalar: string
@@ -272,6 +288,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deletionPolicy
       type:
         scalar: string
+    - name: dependsOn
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.DependencyReference
+          elementRelationship: atomic
     - name: destination
       type:
         namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.Destination
@@ -298,6 +320,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: suspend
       type:
         scalar: boolean
+    - name: timeout
+      type:
+        namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: wait
+      type:
+        scalar: boolean
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResourceStatus
   map:
     fields:
@@ -312,6 +340,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deployState
       type:
         scalar: string
+    - name: healthCheckStartTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: inventoryCluster
       type:
         namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ClusterReference

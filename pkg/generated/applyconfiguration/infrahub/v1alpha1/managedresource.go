@@ -31,6 +31,12 @@ type ManagedResourceApplyConfiguration struct {
 	Namespace *string `json:"namespace,omitempty"`
 	// Name of the object.
 	Name *string `json:"name,omitempty"`
+	// Health is the object's health in kstatus' terms: Current,
+	// InProgress, Failed, Terminating, NotFound or Unknown. Objects without
+	// a status of their own (ConfigMaps, RBAC) are Current once applied.
+	Health *string `json:"health,omitempty"`
+	// HealthMessage says why the object is not Current.
+	HealthMessage *string `json:"healthMessage,omitempty"`
 }
 
 // ManagedResourceApplyConfiguration constructs a declarative configuration of the ManagedResource type for use with
@@ -68,5 +74,21 @@ func (b *ManagedResourceApplyConfiguration) WithNamespace(value string) *Managed
 // If called multiple times, the Name field is set to the value of the last call.
 func (b *ManagedResourceApplyConfiguration) WithName(value string) *ManagedResourceApplyConfiguration {
 	b.Name = &value
+	return b
+}
+
+// WithHealth sets the Health field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Health field is set to the value of the last call.
+func (b *ManagedResourceApplyConfiguration) WithHealth(value string) *ManagedResourceApplyConfiguration {
+	b.Health = &value
+	return b
+}
+
+// WithHealthMessage sets the HealthMessage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HealthMessage field is set to the value of the last call.
+func (b *ManagedResourceApplyConfiguration) WithHealthMessage(value string) *ManagedResourceApplyConfiguration {
+	b.HealthMessage = &value
 	return b
 }

@@ -63,6 +63,22 @@ type VidraResourceSpecApplyConfiguration struct {
 	// Force recreates an object whose change the API server refuses because
 	// it touches an immutable field.
 	Force *bool `json:"force,omitempty"`
+	// Wait makes Ready mean running rather than applied: Ready is True only
+	// once every managed object is healthy (kstatus Current: a Deployment
+	// rolled out, a Job complete, a PVC bound, a custom resource Ready).
+	// Health is reported in status whether or not Wait is set.
+	Wait *bool `json:"wait,omitempty"`
+	// Timeout is how long Vidra waits, with Wait, for the objects of a new
+	// manifest to become healthy before Ready turns False with reason
+	// HealthCheckFailed; a change of the manifest starts a new wait.
+	// Default 5m.
+	Timeout *v1.Duration `json:"timeout,omitempty"`
+	// DependsOn are VidraResources that must be Ready before this one
+	// applies anything; with their Wait set, that means healthy. Vidra is
+	// woken the moment a dependency becomes Ready. A dependency in another
+	// namespace is refused unless the operator allows it
+	// (--allow-cross-namespace-dependencies).
+	DependsOn []DependencyReferenceApplyConfiguration `json:"dependsOn,omitempty"`
 }
 
 // VidraResourceSpecApplyConfiguration constructs a declarative configuration of the VidraResourceSpec type for use with
@@ -140,5 +156,34 @@ func (b *VidraResourceSpecApplyConfiguration) WithSuspend(value bool) *VidraReso
 // If called multiple times, the Force field is set to the value of the last call.
 func (b *VidraResourceSpecApplyConfiguration) WithForce(value bool) *VidraResourceSpecApplyConfiguration {
 	b.Force = &value
+	return b
+}
+
+// WithWait sets the Wait field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Wait field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithWait(value bool) *VidraResourceSpecApplyConfiguration {
+	b.Wait = &value
+	return b
+}
+
+// WithTimeout sets the Timeout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Timeout field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithTimeout(value v1.Duration) *VidraResourceSpecApplyConfiguration {
+	b.Timeout = &value
+	return b
+}
+
+// WithDependsOn adds the given value to the DependsOn field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DependsOn field.
+func (b *VidraResourceSpecApplyConfiguration) WithDependsOn(values ...*DependencyReferenceApplyConfiguration) *VidraResourceSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDependsOn")
+		}
+		b.DependsOn = append(b.DependsOn, *values[i])
+	}
 	return b
 }

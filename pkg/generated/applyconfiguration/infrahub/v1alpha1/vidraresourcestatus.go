@@ -51,6 +51,10 @@ type VidraResourceStatusApplyConfiguration struct {
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
 	// that the last reconcile handled.
 	LastHandledReconcileAt *string `json:"lastHandledReconcileAt,omitempty"`
+	// HealthCheckStartTime is when Vidra began waiting for the objects of
+	// the observed generation to become healthy: spec.timeout runs from
+	// here.
+	HealthCheckStartTime *metav1.Time `json:"healthCheckStartTime,omitempty"`
 }
 
 // VidraResourceStatusApplyConfiguration constructs a declarative configuration of the VidraResourceStatus type for use with
@@ -130,5 +134,13 @@ func (b *VidraResourceStatusApplyConfiguration) WithLastSyncTime(value metav1.Ti
 // If called multiple times, the LastHandledReconcileAt field is set to the value of the last call.
 func (b *VidraResourceStatusApplyConfiguration) WithLastHandledReconcileAt(value string) *VidraResourceStatusApplyConfiguration {
 	b.LastHandledReconcileAt = &value
+	return b
+}
+
+// WithHealthCheckStartTime sets the HealthCheckStartTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HealthCheckStartTime field is set to the value of the last call.
+func (b *VidraResourceStatusApplyConfiguration) WithHealthCheckStartTime(value metav1.Time) *VidraResourceStatusApplyConfiguration {
+	b.HealthCheckStartTime = &value
 	return b
 }

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// dependsOnIndex indexes VidraResources by the keys of the resources they
+// depend on, so that a resource becoming Ready wakes exactly its
+// dependents, at once and without a timer.
+const dependsOnIndex = "dependsOn"
+
+func indexDependencies(obj any) ([]string, error) {
+	vr, ok := obj.(*v1alpha1.VidraResource)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(vr.Spec.DependsOn))
+	for _, d := range vr.Spec.DependsOn {
+		keys = append(keys, dependencyKey(vr, d).String())
+	}
+	return keys, nil
+}
+
+func dependencyKey(vr *v1alpha1.VidraResource, d v1alpha1.DependencyReference) cache.ObjectName {
+	ns := d.Namespace
+	if ns == "" {
+		ns = vr.Namespace
+	}
+	return cache.ObjectName{Namespace: ns, Name: d.Name}
+}
+
+// isReady is what a dependent waits for: Ready=True for the resource's
+// current generation, and not being deleted. With spec.wait, Ready means
+// healthy.
+func isReady(vr *v1alpha1.VidraResource) bool {
+	if vr == nil || vr.DeletionTimestamp != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == vr.Generation
+}
+
+// wakeDependents enqueues the resources that depend on vr.
+func (c *Controller) wakeDependents(vr *v1alpha1.VidraResource) {
+	objs, err := c.indexer.ByIndex(dependsOnIndex, cache.MetaObjectToName(vr).String())
+	if err != nil {
+		return
+	}
+	for _, obj := range objs {
+		if d, ok := obj.(*v1alpha1.VidraResource); ok {
+			c.enqueue(cache.MetaObjectToName(d), TriggerDependency)
+		}
+	}
+}
+
+// blocked is why a resource may not apply anything yet: its dependencies.
+type blocked struct {
+	reason  string
+	message string
+	// stalled is set when only a change of the resource (or of the
+	// operator's flags) can unblock it.
+	stalled bool
+}
+
+// checkDependencies decides whether vr may apply: every resource of
+// spec.dependsOn exists and is Ready, none is refused, and they do not lead
+// back to vr. It reads the informer cache only.
+func (c *Controller) checkDependencies(vr *v1alpha1.VidraResource) *blocked {
+	if len(vr.Spec.DependsOn) == 0 {
+		return nil
+	}
+	for _, d := range vr.Spec.DependsOn {
+		if key := dependencyKey(vr, d); key.Namespace != vr.Namespace && !c.opts.AllowCrossNamespaceDependencies {
+			return &blocked{reason: v1alpha1.ReasonDependencyRefused, stalled: true, message: fmt.Sprintf(
+				"spec.dependsOn names VidraResource %s in another namespace, which this operator does not allow "+
+					"(--allow-cross-namespace-dependencies); depend on resources of namespace %s only", key, vr.Namespace)}
+		}
+	}
+	if cycle := c.dependencyCycle(vr); cycle != nil {
+		return &blocked{reason: v1alpha1.ReasonDependencyCycle, stalled: true,
+			message: "spec.dependsOn forms a cycle, so none of its members can ever apply: " + strings.Join(cycle, " -> ") + "; remove one of the dependencies"}
+	}
+	var waiting []string
+	for _, d := range vr.Spec.DependsOn {
+		key := dependencyKey(vr, d)
+		dep, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+		switch {
+		case err != nil:
+			waiting = append(waiting, fmt.Sprintf("VidraResource %s does not exist", key))
+		case !isReady(dep):
+			waiting = append(waiting, fmt.Sprintf("VidraResource %s is not Ready (%s)", key, readiness(dep)))
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	return &blocked{reason: v1alpha1.ReasonDependencyNotReady,
+		message: "Nothing applied until the dependencies are Ready: " + strings.Join(waiting, "; ")}
+}
+
+// readiness says briefly where a resource that is not Ready stands.
+func readiness(vr *v1alpha1.VidraResource) string {
+	if vr.DeletionTimestamp != nil {
+		return "being deleted"
+	}
+	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case c == nil:
+		return "not reconciled yet"
+	case c.ObservedGeneration != vr.Generation:
+		return "its latest change is not reconciled yet"
+	}
+	return c.Reason
+}
+
+// dependencyCycle returns the cycle through vr that spec.dependsOn forms,
+// as keys from vr back to vr, or nil. Only cycles through vr matter here:
+// every member of a cycle finds it from itself.
+func (c *Controller) dependencyCycle(vr *v1alpha1.VidraResource) []string {
+	start := cache.MetaObjectToName(vr)
+	visited := map[cache.ObjectName]bool{}
+	var path []string
+	var walk func(r *v1alpha1.VidraResource) bool
+	walk = func(r *v1alpha1.VidraResource) bool {
+		key := cache.MetaObjectToName(r)
+		path = append(path, key.String())
+		for _, d := range r.Spec.DependsOn {
+			next := dependencyKey(r, d)
+			if next == start {
+				path = append(path, start.String())
+				return true
+			}
+			if visited[next] {
+				continue
+			}
+			visited[next] = true
+			dep, err := c.lister.VidraResources(next.Namespace).Get(next.Name)
+			if err == nil && walk(dep) {
+				return true
+			}
+		}
+		path = path[:len(path)-1]
+		return false
+	}
+	if walk(vr) {
+		return path
+	}
+	return nil
+}
