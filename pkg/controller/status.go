@@ -212,6 +212,8 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 		LastTransitionTime: metav1.NewTime(c.clock.Now()),
 	})
 	st.ObservedGeneration = vr.Generation
+	// The wait for health starts again when reconciling resumes.
+	st.HealthCheckStartTime = nil
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
 		return nil
 	}
@@ -231,6 +233,9 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
 		st.LastHandledReconcileAt = v
 	}
+	// Nothing of this generation is applied while blocked: the wait for
+	// health starts when it is.
+	st.HealthCheckStartTime = nil
 	set := func(t string, reason string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: metav1.ConditionTrue, Reason: reason, Message: truncate(b.message), ObservedGeneration: vr.Generation, LastTransitionTime: now,
