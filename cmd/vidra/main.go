@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,7 @@ type flags struct {
 	linger                time.Duration
 	metricsAddr           string
 	probeAddr             string
-	memoryFloor           string
+	memoryLimit           string
 	leaderElect           bool
 	leaseName             string
 	leaseDuration         time.Duration
@@ -84,7 +85,7 @@ func main() {
 	// 48Mi: the cache of 4,000 objects leaves a live heap near 20 MiB, and a
 	// higher floor only lets garbage pile up before the collector runs
 	// (make bench: RSS 72–77 MiB with 64Mi, 69 MiB with 48Mi, same CPU).
-	fs.StringVar(&f.memoryFloor, "memory-limit-floor", "48Mi", "floor of the soft memory limit Vidra keeps at its memory outside the heap plus 1.25 times its live heap, so that RSS stays close to what it uses; 0 turns it off, and GOMEMLIMIT in the environment overrides it")
+	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit: auto (90% of the container's memory limit, none without one), off, or a quantity such as 200Mi; below it the collector paces itself by default (GOGC), and GOMEMLIMIT in the environment overrides it")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect one replica through a coordination.k8s.io Lease; only the leader reconciles")
 	fs.StringVar(&f.leaseName, "leader-elect-lease-name", "vidra-leader", "name of the Lease, in --namespace")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal; standbys wait this long for a crashed leader")
@@ -117,11 +118,14 @@ func main() {
 }
 
 func run(ctx context.Context, f flags) error {
-	floor, err := resource.ParseQuantity(f.memoryFloor)
+	limit, source, err := operator.MemoryLimit(f.memoryLimit, func(s string) (int64, error) {
+		q, err := resource.ParseQuantity(s)
+		return q.Value(), err
+	}, "/sys/fs/cgroup")
 	if err != nil {
-		return fmt.Errorf("--memory-limit-floor %q: %w", f.memoryFloor, err)
+		return err
 	}
-	go operator.TuneMemory(ctx, floor.Value(), 10*time.Second)
+	klog.FromContext(ctx).Info("Memory limit", "bytes", limit, "source", source)
 	deny, err := destination.ParseCIDRs(f.cidrDeny)
 	if err != nil {
 		return fmt.Errorf("--destination-cidr-deny: %w", err)
@@ -135,7 +139,13 @@ func run(ctx context.Context, f flags) error {
 	// user agent, and only Vidra's applies may carry that manager name.
 	cfg.UserAgent = "vidra-operator"
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(
+		// The collector's share of CPU (go_cpu_classes_gc_total_cpu_seconds_total
+		// against go_cpu_classes_total_cpu_seconds_total) is what a memory
+		// policy costs; make bench reports it.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|total):`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
 	operator.RegisterClientMetrics(metrics)
 	op, err := operator.New(ctx, operator.Options{
 		Metrics:     metrics,
