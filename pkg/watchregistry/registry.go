@@ -49,8 +49,9 @@ type Options[K comparable] struct {
 	// back soon (a manifest edited twice) does not pay for a new list. Zero or
 	// less means two minutes.
 	Linger time.Duration
-	// ExpectationTTL bounds how long ExpectWrite and ExpectDelete are
-	// remembered when their event never comes. Zero or less means one minute.
+	// ExpectationTTL bounds how long ExpectWrite, Write.Done and
+	// ExpectDelete are remembered when their event never comes. Zero or less
+	// means one minute.
 	ExpectationTTL time.Duration
 	// WriteHold bounds how long the events of an object are held back while
 	// a write of it declared with BeginWrite is in flight: a write whose
@@ -62,10 +63,10 @@ type Options[K comparable] struct {
 	// FieldManager is the field manager of the owners' own writes, if they
 	// all use one. An added object whose managedFields, as served, name this
 	// manager alone was created by an owner's write, and its event is
-	// filtered as an own write even when ExpectWrite has not been called
-	// yet: the watch often delivers a creation before the write's answer
-	// reaches the writer, and waking the owner for its own creation costs a
-	// reconcile per object.
+	// filtered as an own write even when it was not declared with
+	// BeginWrite and ExpectWrite has not been called yet: the watch often
+	// delivers a creation before the write's answer reaches the writer, and
+	// waking the owner for its own creation costs a reconcile per object.
 	FieldManager string
 	// Map returns the owners to enqueue for an event; it may return keys of
 	// owners that do not track the ref. It is called without any registry
