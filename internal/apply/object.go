@@ -93,7 +93,7 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		}
 	}
 
-	resp, err := applyMeta(ctx, pass, p, live)
+	resp, err := e.applyMeta(ctx, pass, p, live)
 	if err != nil && isImmutable(err) && pass.VR.Spec.Force && live != nil {
 		logger.Info("Recreating object to change an immutable field (spec.force)")
 		if err := e.recreate(ctx, pass, p, live); err != nil {
@@ -102,7 +102,7 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		// From here on it is a creation, and counted as one.
 		live = nil
 		pass.Out.Recreated++
-		resp, err = applyMeta(ctx, pass, p, nil)
+		resp, err = e.applyMeta(ctx, pass, p, nil)
 	}
 	if err != nil {
 		e.metrics.Applies.WithLabelValues("error").Inc()
@@ -119,8 +119,8 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 }
 
 // applied records a successful apply: the version and generation it
-// produced, the write to expect on the watch, and whether it was a
-// creation, a change, or drift.
+// produced, and whether it was a creation, a change, or drift. The write
+// itself was declared to the registry when it was sent.
 func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, generation int64, hash uint64) {
 	p.observe(live, generation)
 	prev, known := pass.st.applied[p.key]
@@ -129,7 +129,6 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	if live != nil && rv == live.GetResourceVersion() {
 		return
 	}
-	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, &metav1.ObjectMeta{Namespace: p.obj.GetNamespace(), Name: p.obj.GetName(), ResourceVersion: rv})
 	pass.Out.Changed++
 	switch {
 	case live == nil:
@@ -170,7 +169,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 // and be Vidra's, to go on with; it is nil when the object was created, or
 // on an error.
 func (e *Engine) applyAbsent(ctx context.Context, pass *Pass, p *planned, hash uint64) (found *unstructured.Unstructured, oerr *ObjectError) {
-	resp, err := applyMeta(ctx, pass, p, nil)
+	resp, err := e.applyMeta(ctx, pass, p, nil)
 	switch {
 	case apierrors.IsConflict(err):
 		live, _, gerr := e.getLive(ctx, pass, p)
@@ -206,7 +205,7 @@ const createOnlyVersion = "9223372036854775807"
 // the object of live's UID, and fails if that object was deleted or
 // replaced since. Neither guard costs a request, and the API server tracks
 // neither field in managedFields.
-func applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
 	obj := maps.Clone(p.obj.Object)
 	md, _ := obj["metadata"].(map[string]any)
 	md = maps.Clone(md)
@@ -224,8 +223,19 @@ func applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.U
 		return nil, fmt.Errorf("encode %s: %w", p.key, err)
 	}
 	force := live != nil
-	return pass.Target.Meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
+	w := e.beginWrite(pass, p)
+	resp, err := pass.Target.Meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
+	w.End(resp, err)
+	return resp, err
+}
+
+// beginWrite declares to the registry a write of p about to be sent, so
+// that its watch event, which may arrive before the write's answer, does not
+// wake the resource that made it. The caller ends the write with its
+// answer or error.
+func (e *Engine) beginWrite(pass *Pass, p *planned) *watchregistry.Write {
+	return e.registry.BeginWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, p.obj)
 }
 
 // takeOver hands the fields of hand-edit managers to Vidra (see
@@ -250,12 +260,10 @@ func (e *Engine) takeOver(ctx context.Context, pass *Pass, p *planned, cached *u
 	if err != nil {
 		return err
 	}
+	w := e.beginWrite(pass, p)
 	resp, err := client.Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
-	if err != nil {
-		return err
-	}
-	e.registry.ExpectWrite(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, resp)
-	return nil
+	w.End(resp, err)
+	return err
 }
 
 // removeKeys deletes labels and annotations added by hand with one JSON
@@ -270,8 +278,11 @@ func (e *Engine) removeKeys(ctx context.Context, pass *Pass, p *planned, live *u
 	if err != nil {
 		return nil, err
 	}
-	return pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch,
+	w := e.beginWrite(pass, p)
+	resp, err := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: v1alpha1.DriftFieldManager})
+	w.End(resp, err)
+	return resp, err
 }
 
 // escapePointer escapes path segments for a JSON pointer (RFC 6901): label

@@ -112,6 +112,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 		return nothingToLetGo, fmt.Errorf("map %s: %w", inventoryKey(m), err)
 	}
 	client := dest.Client.Resource(mapping.Resource).Namespace(m.Namespace)
+	ref := watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}
 	live, err := client.Get(ctx, m.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nothingToLetGo, nil
@@ -125,7 +126,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	logger := klog.FromContext(ctx).WithValues("object", inventoryKey(m).String())
 	if live.GetDeletionTimestamp() == nil {
 		if to, ok := e.claimant(dest.Cluster, inventoryKey(m), vr.UID); ok {
-			if err := handOver(ctx, client, live, to); err != nil {
+			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), live, to); err != nil {
 				return nothingToLetGo, err
 			}
 			logger.Info("Handed object over to another VidraResource that declares it", "to", to.Namespace+"/"+to.Name)
@@ -136,13 +137,13 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	}
 	if !del {
 		logger.V(2).Info("Releasing object")
-		return released, stripMarks(ctx, client, live.GetKind(), live.GetName())
+		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return deleted, nil
 	}
 	logger.V(2).Info("Deleting object")
-	e.registry.ExpectDelete(watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, live)
+	e.registry.ExpectDelete(ref, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
 	err = client.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -155,17 +156,20 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 // handOver rewrites the marks of live to name the VidraResource to, in one
 // patch guarded by the resourceVersion read: the object is never without an
 // owner, never deleted, and keeps its UID. The new owner's next apply,
-// under the same field manager, owns its fields from then on.
-func handOver(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured, to *v1alpha1.VidraResource) error {
+// under the same field manager, owns its fields from then on. w is the
+// patch, declared to the registry; the new owner is woken by the caller.
+func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, live *unstructured.Unstructured, to *v1alpha1.VidraResource) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
 		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID)},
 		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: to.Namespace + "/" + to.Name},
 	}})
 	if err != nil {
+		w.Abort()
 		return err
 	}
-	_, err = client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.HandoverFieldManager})
+	resp, err := client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.HandoverFieldManager})
+	w.End(resp, err)
 	if err != nil {
 		return fmt.Errorf("hand %s %s over to VidraResource %s/%s: %w", live.GetKind(), live.GetName(), to.Namespace, to.Name, err)
 	}
@@ -175,16 +179,19 @@ func handOver(ctx context.Context, client dynamic.ResourceInterface, live *unstr
 // stripMarks removes Vidra's labels and annotation, so that the object is
 // left to whoever manages it next and no Vidra watch sees it any more. Its
 // field manager is not Vidra's apply manager, so the released object never
-// looks like one Vidra applied and keeps.
-func stripMarks(ctx context.Context, client dynamic.ResourceInterface, kind, name string) error {
+// looks like one Vidra applied and keeps. w is the patch, declared to the
+// registry: the watch sees it as a delete at its version.
+func stripMarks(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, kind, name string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil},
 		"annotations": map[string]any{v1alpha1.OwnedByAnnotation: nil},
 	}})
 	if err != nil {
+		w.Abort()
 		return err
 	}
-	_, err = client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.ReleaseFieldManager})
+	resp, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.ReleaseFieldManager})
+	w.End(resp, err)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

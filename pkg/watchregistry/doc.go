@@ -34,12 +34,17 @@
 //     registry retries with a backoff by itself.
 //   - apierrors.IsNotFound: the object does not exist.
 //
-// After writing an object, call ExpectWrite with the object the API server
-// returned, and call ExpectDelete with the object before deleting it, so that
-// the owner is not woken by its own writes; expectations belong to the
-// object, whichever informer delivers its events. Creations often reach the
-// watch before their answer reaches the writer; Options.FieldManager
-// recognises them by their managedFields instead.
+// So that the owner is not woken by its own writes, declare each write with
+// BeginWrite before sending it and end it with the API server's answer
+// (Write.Done) or the error (Write.Abort), and call ExpectDelete with the
+// object before deleting it; expectations belong to the object, whichever
+// informer delivers its events. The watch often delivers a write's event
+// before the answer reaches the writer: while a write is in flight, the
+// events of its object are held, for Options.WriteHold at most, and once it
+// ends the one at the write's version is dropped and the others are
+// delivered. ExpectWrite, called after a write with its answer, still
+// works for a writer that cannot declare it first; Options.FieldManager
+// then recognises creations by their managedFields.
 //
 // # What is delivered
 //
@@ -87,7 +92,10 @@
 // All methods are safe for concurrent use. No registry lock is held while Map
 // or Enqueue run or while anything waits for an informer, so Map may call
 // Track or Forget. Events of one informer are delivered in order, one at a
-// time; events of different informers concurrently.
+// time; events of different informers concurrently. Events held for a write
+// in flight are the exception: they are delivered, in order, by the
+// goroutine that ends the write (or by the registry's loop once the hold
+// has passed), possibly while the informer delivers others.
 //
 // # Observability
 //

@@ -700,3 +700,132 @@ func TestCreationsByTheOwnersFieldManagerAreOwnWrites(t *testing.T) {
 		t.Fatalf("delivered %s, want the edit at %s", got, edited.ResourceVersion)
 	}
 }
+
+// TestOwnWriteAnsweredAfterItsEventIsNotDelivered provokes, every time, the
+// race BeginWrite exists for: the watch delivers a write's event before the
+// writer has the write's answer, and so before it knows the version to
+// expect.
+func TestOwnWriteAnsweredAfterItsEventIsNotDelivered(t *testing.T) {
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{})
+	mine := createConfigMap(t, c.cs, configMap(ns, "mine", "owner", map[string]string{"k": "v0"}))
+	createConfigMap(t, c.cs, configMap(ns, "marker", "owner", nil))
+	rec.waitAfter(t, 0, "the add of marker", isEvent(watchregistry.EventAdded, "marker"))
+	// barrier returns once the informer has handled every event before an
+	// edit of marker: it handles them in order, one at a time.
+	marks := 0
+	barrier := func(t *testing.T) {
+		t.Helper()
+		marks++
+		pos := rec.mark()
+		edit := patchConfigMap(t, c.cs, ns, "marker", fmt.Sprintf(`{"data":{"mark":"%d"}}`, marks))
+		rec.waitAfter(t, pos, "the edit of marker", func(rec record) bool {
+			return rec.ev.Object != nil && rec.ev.Object.GetName() == "marker" && rec.ev.Object.GetResourceVersion() == edit.ResourceVersion
+		})
+	}
+	ofMine := func(pos int) []string {
+		var out []string
+		for _, rec := range rec.since(pos) {
+			if rec.ev.Object != nil && rec.ev.Object.GetName() == "mine" {
+				out = append(out, fmt.Sprintf("%s %s", rec.ev.Type, rec.ev.Object.GetResourceVersion()))
+			}
+		}
+		return out
+	}
+
+	t.Run("answered after the event", func(t *testing.T) {
+		pos, before := rec.mark(), r.Stats()
+		w := r.BeginWrite(ref, mine)
+		updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v1"}}`)
+		waitHolding(t, r, 1)
+		w.Done(updated)
+		barrier(t)
+		if got := ofMine(pos); len(got) != 0 {
+			t.Fatalf("the own write was delivered: %v", got)
+		}
+		s := r.Stats()
+		if own := s.Filtered[watchregistry.FilterOwnWrite] - before.Filtered[watchregistry.FilterOwnWrite]; own != 1 || s.Held-before.Held != 1 || s.Holding != 0 || s.WritesInFlight != 0 {
+			t.Fatalf("own-write filtered %d, held %d, want 1 each; holding %d, in flight %d, want 0", own, s.Held-before.Held, s.Holding, s.WritesInFlight)
+		}
+	})
+
+	t.Run("aborted", func(t *testing.T) {
+		pos := rec.mark()
+		w := r.BeginWrite(ref, mine)
+		updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v2"}}`)
+		waitHolding(t, r, 1)
+		w.Abort()
+		barrier(t)
+		if diff := cmp.Diff([]string{"Updated " + updated.ResourceVersion}, ofMine(pos)); diff != "" {
+			t.Fatalf("events of mine (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("someone else's write during the hold", func(t *testing.T) {
+		pos := rec.mark()
+		w := r.BeginWrite(ref, mine)
+		own := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v3"}}`)
+		foreign := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"hand-edit"}}`)
+		waitHolding(t, r, 2)
+		w.Done(own)
+		barrier(t)
+		if diff := cmp.Diff([]string{"Updated " + foreign.ResourceVersion}, ofMine(pos)); diff != "" {
+			t.Fatalf("events of mine (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("answered before the event", func(t *testing.T) {
+		pos := rec.mark()
+		w := r.BeginWrite(ref, mine)
+		updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v4"}}`)
+		w.Done(updated)
+		barrier(t)
+		if got := ofMine(pos); len(got) != 0 {
+			t.Fatalf("the own write was delivered: %v", got)
+		}
+	})
+
+	// Last, as it takes mine out of sight: the watch reports a write that
+	// leaves the label selector as a delete at the write's version.
+	t.Run("a write that leaves the selector", func(t *testing.T) {
+		pos := rec.mark()
+		w := r.BeginWrite(ref, mine)
+		released := patchConfigMap(t, c.cs, ns, "mine", `{"metadata":{"labels":{"`+managedBy+`":null}}}`)
+		waitHolding(t, r, 1)
+		w.Done(released)
+		barrier(t)
+		if got := ofMine(pos); len(got) != 0 {
+			t.Fatalf("the own write was delivered: %v", got)
+		}
+	})
+}
+
+func TestEventsHeldForAWriteThatNeverEndsAreDeliveredAfterTheHold(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	c, ns, r, rec, ref := watched(t, watchregistry.Options[string]{Clock: clk, WriteHold: 3 * time.Second})
+	mine := createConfigMap(t, c.cs, configMap(ns, "mine", "owner", nil))
+	rec.waitAfter(t, 0, "the add of mine", isEvent(watchregistry.EventAdded, "mine"))
+	pos := rec.mark()
+	r.BeginWrite(ref, mine) // never ended: the writer lost track of it
+	updated := patchConfigMap(t, c.cs, ns, "mine", `{"data":{"k":"v1"}}`)
+	waitHolding(t, r, 1)
+	clk.Step(4 * time.Second)
+	got := rec.waitAfter(t, pos, "the held event", forObject("mine"))
+	if got.ev.Type != watchregistry.EventUpdated || got.ev.Object.GetResourceVersion() != updated.ResourceVersion {
+		t.Fatalf("delivered %s, want Updated at %s", got, updated.ResourceVersion)
+	}
+	if s := r.Stats(); s.WritesInFlight != 0 || s.Holding != 0 {
+		t.Fatalf("after the hold: %d writes in flight, %d events held, want none", s.WritesInFlight, s.Holding)
+	}
+}
+
+// waitHolding waits until the registry holds n events for writes in flight:
+// the informer has received them.
+func waitHolding(t *testing.T, r *watchregistry.Registry[string], n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		return r.Stats().Holding == n, nil
+	})
+	if err != nil {
+		t.Fatalf("events held: %d, want %d", r.Stats().Holding, n)
+	}
+}

@@ -15,9 +15,21 @@ import (
 // Each expectation expires: a write whose event never arrives (the object was
 // changed again before the watch caught up, or the informer was restarted)
 // must not be remembered forever.
+//
+// A write's resourceVersion is known only once its answer arrives, and the
+// watch often delivers the write's event before that. So a write is declared
+// before it is sent (beginWrite), and while it is in flight the events of its
+// object are held rather than delivered: once the answer is in (endWrite),
+// each held event is handled again, the write's own matching its new
+// expectation. A held event waits at most until its write's deadline, which
+// releaseExpired enforces.
 type expectations struct {
 	mu sync.Mutex
 	m  map[objectKey]*expectation
+	// holding holds the objects with held events, so that releaseExpired
+	// does not scan every expectation.
+	holding map[objectKey]struct{}
+	lastID  uint64
 }
 
 // objectKey names one object of one cluster, whatever Ref it is seen through.
@@ -42,6 +54,12 @@ type expectation struct {
 	// (by someone else) is still delivered.
 	deleteUID     types.UID
 	deleteMatched bool
+	// inflight maps the writes declared and not answered yet to the time
+	// after which their object's events are no longer held for them.
+	inflight map[uint64]time.Time
+	// held are the object's events received while a write was in flight,
+	// in the order received, each as the handling to resume.
+	held []func()
 }
 
 type pendingWrite struct {
@@ -143,13 +161,103 @@ func (x *expectations) matchDelete(k objectKey, uid types.UID, now time.Time) bo
 }
 
 func (x *expectations) dropIfEmptyLocked(k objectKey, e *expectation) {
-	if len(e.writes) == 0 && e.deleteUntil.IsZero() {
+	if len(e.writes) == 0 && e.deleteUntil.IsZero() && len(e.inflight) == 0 && len(e.held) == 0 {
 		delete(x.m, k)
 	}
 }
 
-// sweep drops expired expectations.
-func (x *expectations) sweep(now time.Time) {
+// beginWrite declares a write of the object about to be sent, whose events
+// are held until endWrite or until, and returns the id endWrite takes.
+func (x *expectations) beginWrite(k objectKey, until time.Time) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.getLocked(k)
+	if e.inflight == nil {
+		e.inflight = map[uint64]time.Time{}
+	}
+	x.lastID++
+	e.inflight[x.lastID] = until
+	return x.lastID
+}
+
+// endWrite ends the write id, answered or failed, and returns the events to
+// handle again: those held, once no other write of the object is in flight.
+// A write whose hold expired ends with nothing to release.
+func (x *expectations) endWrite(k objectKey, id uint64) []func() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.m[k]
+	if e == nil {
+		return nil
+	}
+	if _, ok := e.inflight[id]; !ok {
+		return nil
+	}
+	delete(e.inflight, id)
+	return x.releaseLocked(k, e)
+}
+
+// hold keeps the handling of an event of the object for later when a write
+// of it is in flight, and reports whether it did. Held events are released
+// in order, so a later event of the object is held behind them.
+func (x *expectations) hold(k objectKey, resume func()) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.m[k]
+	if e == nil || len(e.inflight) == 0 {
+		return false
+	}
+	e.held = append(e.held, resume)
+	if x.holding == nil {
+		x.holding = map[objectKey]struct{}{}
+	}
+	x.holding[k] = struct{}{}
+	return true
+}
+
+// releaseLocked returns the held events of an object no write of which is
+// in flight any more.
+func (x *expectations) releaseLocked(k objectKey, e *expectation) []func() {
+	if len(e.inflight) > 0 {
+		return nil
+	}
+	held := e.held
+	e.held = nil
+	delete(x.holding, k)
+	x.dropIfEmptyLocked(k, e)
+	return held
+}
+
+// expireInflightLocked ends the writes of e whose hold has passed.
+func expireInflightLocked(e *expectation, now time.Time) {
+	for id, until := range e.inflight {
+		if now.After(until) {
+			delete(e.inflight, id)
+		}
+	}
+}
+
+// releaseExpired ends the in-flight writes past their deadline that hold
+// events back, and returns the events so released, and the next deadline
+// of a write holding events (zero when none): a write that never ends, or
+// ends late, delays its object's events by the hold at most.
+func (x *expectations) releaseExpired(now time.Time) (released []func(), next time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.holding {
+		e := x.m[k]
+		expireInflightLocked(e, now)
+		released = append(released, x.releaseLocked(k, e)...)
+		for _, until := range e.inflight {
+			next = earliest(next, until)
+		}
+	}
+	return released, next
+}
+
+// sweep drops expired expectations and in-flight writes, and returns the
+// events the latter released.
+func (x *expectations) sweep(now time.Time) (released []func()) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for k, e := range x.m {
@@ -161,8 +269,22 @@ func (x *expectations) sweep(now time.Time) {
 		if !e.deleteUntil.IsZero() && now.After(e.deleteUntil) {
 			e.deleteUntil, e.deleteUID, e.deleteMatched = time.Time{}, "", false
 		}
+		expireInflightLocked(e, now)
+		released = append(released, x.releaseLocked(k, e)...)
 		x.dropIfEmptyLocked(k, e)
 	}
+	return released
+}
+
+// inflightAndHeld counts the writes in flight and the events held.
+func (x *expectations) inflightAndHeld() (writes, events int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, e := range x.m {
+		writes += len(e.inflight)
+		events += len(e.held)
+	}
+	return writes, events
 }
 
 // len counts the expectations no event has matched yet.

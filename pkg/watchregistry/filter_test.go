@@ -2,6 +2,7 @@ package watchregistry
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,6 +186,122 @@ func TestExpectations(t *testing.T) {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestWriteHolds(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	hold := 10 * time.Second
+	cms := Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	k := keyOf(cms, "ns", "a")
+	other := keyOf(cms, "ns", "b")
+
+	// Each case returns what happened, in order: "held x" or "passed x" for
+	// each event offered, "ran x" for each released event handled.
+	for _, tc := range []struct {
+		name string
+		run  func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string)
+		want []string
+	}{
+		{"events of an object wait for its write in flight, in order", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			id := x.beginWrite(k, t0.Add(hold))
+			offer(k, "1")
+			offer(other, "2")
+			offer(k, "3")
+			run(x.endWrite(k, id))
+			offer(k, "4")
+		}, []string{"held 1", "passed 2", "held 3", "ran 1", "ran 3", "passed 4"}},
+		{"a write that ends before its event holds nothing", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			run(x.endWrite(k, x.beginWrite(k, t0.Add(hold))))
+			offer(k, "1")
+		}, []string{"passed 1"}},
+		{"two writes in flight release once both ended", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			a, b := x.beginWrite(k, t0.Add(hold)), x.beginWrite(k, t0.Add(hold))
+			offer(k, "1")
+			run(x.endWrite(k, a))
+			*log = append(*log, "a ended")
+			run(x.endWrite(k, b))
+		}, []string{"held 1", "a ended", "ran 1"}},
+		{"a write ended twice releases once", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			id := x.beginWrite(k, t0.Add(hold))
+			offer(k, "1")
+			run(x.endWrite(k, id))
+			run(x.endWrite(k, id))
+		}, []string{"held 1", "ran 1"}},
+		{"a hold never outlasts its deadline", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			id := x.beginWrite(k, t0.Add(hold))
+			offer(k, "1")
+			released, next := x.releaseExpired(t0.Add(hold / 2))
+			run(released)
+			*log = append(*log, "next "+next.Sub(t0).String())
+			released, next = x.releaseExpired(t0.Add(hold + time.Second))
+			run(released)
+			*log = append(*log, fmt.Sprintf("next zero %v", next.IsZero()))
+			// The late answer releases nothing more, and holds nothing.
+			run(x.endWrite(k, id))
+			offer(k, "2")
+		}, []string{"held 1", "next 10s", "ran 1", "next zero true", "passed 2"}},
+		{"the sweep ends writes never ended", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			x.beginWrite(k, t0.Add(hold))
+			offer(k, "1")
+			run(x.sweep(t0.Add(2 * hold)))
+			w, e := x.inflightAndHeld()
+			*log = append(*log, fmt.Sprintf("in flight %d, held %d, objects %d", w, e, len(x.m)))
+		}, []string{"held 1", "ran 1", "in flight 0, held 0, objects 0"}},
+		{"an expected delete does not end a write in flight", func(x *expectations, offer func(objectKey, string), run func([]func()), log *[]string) {
+			id := x.beginWrite(k, t0.Add(hold))
+			x.expectDelete(k, "u1", t0.Add(time.Minute))
+			x.matchDelete(k, "u1", t0)
+			offer(k, "1")
+			run(x.endWrite(k, id))
+		}, []string{"held 1", "ran 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := &expectations{}
+			var log []string
+			offer := func(k objectKey, ev string) {
+				if x.hold(k, func() { log = append(log, "ran "+ev) }) {
+					log = append(log, "held "+ev)
+				} else {
+					log = append(log, "passed "+ev)
+				}
+			}
+			run := func(fns []func()) {
+				for _, fn := range fns {
+					fn()
+				}
+			}
+			tc.run(x, offer, run, &log)
+			if diff := cmp.Diff(tc.want, log); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHeldOwnWriteMatchesOnceAnswered is the race BeginWrite exists for:
+// the event of a write comes before its answer, and its expectation.
+func TestHeldOwnWriteMatchesOnceAnswered(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	cms := Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	k := keyOf(cms, "ns", "a")
+	x := &expectations{}
+	var own []bool
+	handle := func(rv string) func() {
+		return func() { own = append(own, x.matchWrite(k, rv, t0)) }
+	}
+	id := x.beginWrite(k, t0.Add(10*time.Second))
+	for _, rv := range []string{"5", "6", "7"} { // someone's, the write's, someone's
+		if !x.hold(k, handle(rv)) {
+			t.Fatalf("event at %s not held", rv)
+		}
+	}
+	x.expectWrite(k, "6", t0.Add(time.Minute))
+	for _, fn := range x.endWrite(k, id) {
+		fn()
+	}
+	if diff := cmp.Diff([]bool{false, true, false}, own); diff != "" {
+		t.Fatalf("own write by event (-want +got):\n%s", diff)
 	}
 }
 

@@ -415,9 +415,20 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
+	h.added(p)
+}
+
+// added handles an add, now or once the write in flight that held it has
+// ended.
+func (h *handler[K]) added(p *packed) {
+	r, e := h.r, h.e
+	k := keyOf(e.ref, p.Namespace, p.Name)
+	if r.hold(k, func() { h.added(p) }) {
+		return
+	}
 	// An object only the owners' manager wrote is their own creation,
 	// whether or not its ExpectWrite came before the event.
-	if r.exp.matchWrite(keyOf(e.ref, p.Namespace, p.Name), p.ResourceVersion, r.clock.Now()) || p.ownerWrote {
+	if r.exp.matchWrite(k, p.ResourceVersion, r.clock.Now()) || p.ownerWrote {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -426,6 +437,18 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	r.deliver(e, Event{Ref: e.ref, Type: EventAdded, Object: u}, p.received)
+}
+
+// hold keeps an event of an object a write of which is in flight for when
+// the write ends (see BeginWrite), and reports whether it did.
+func (r *Registry[K]) hold(k objectKey, resume func()) bool {
+	if !r.exp.hold(k, resume) {
+		return false
+	}
+	r.stats.held.Add(1)
+	// The loop releases the event should the write outlast its hold.
+	r.wake()
+	return true
 }
 
 // collectInitial maps an object of the initial list to its owners instead of
@@ -459,16 +482,28 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	r, e := h.r, h.e
+	r := h.r
 	r.stats.received[eventTypeIndex(EventUpdated)].Add(1)
 	if o.ResourceVersion == n.ResourceVersion {
 		r.stats.filtered[filterIndex(FilterResync)].Add(1)
 		return
 	}
-	switch {
-	case o.rejected && n.rejected:
+	if o.rejected && n.rejected {
 		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
 		return
+	}
+	h.updated(o, n)
+}
+
+// updated handles an update, now or once the write in flight that held it
+// has ended.
+func (h *handler[K]) updated(o, n *packed) {
+	r, e := h.r, h.e
+	k := keyOf(e.ref, n.Namespace, n.Name)
+	if r.hold(k, func() { h.updated(o, n) }) {
+		return
+	}
+	switch {
 	case n.rejected:
 		// Out of the owners' sight from now on, as if deleted: its owner
 		// may want it back.
@@ -477,7 +512,7 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 		}
 		return
 	case o.rejected:
-		if r.exp.matchWrite(keyOf(e.ref, n.Namespace, n.Name), n.ResourceVersion, r.clock.Now()) {
+		if r.exp.matchWrite(k, n.ResourceVersion, r.clock.Now()) {
 			r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 			return
 		}
@@ -488,7 +523,7 @@ func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 	}
 	// Own writes first, so that an expectation is consumed even when the
 	// write also looks status-only.
-	if r.exp.matchWrite(keyOf(e.ref, n.Namespace, n.Name), n.ResourceVersion, r.clock.Now()) {
+	if r.exp.matchWrite(k, n.ResourceVersion, r.clock.Now()) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}
@@ -538,7 +573,23 @@ func (h *handler[K]) OnDelete(obj any) {
 		r.stats.filtered[filterIndex(FilterRejected)].Add(1)
 		return
 	}
-	if r.exp.matchDelete(keyOf(e.ref, p.Namespace, p.Name), p.UID, r.clock.Now()) {
+	h.deleted(p, tombstone)
+}
+
+// deleted handles a delete, now or once the write in flight that held it
+// has ended.
+func (h *handler[K]) deleted(p *packed, tombstone bool) {
+	r, e := h.r, h.e
+	k := keyOf(e.ref, p.Namespace, p.Name)
+	if r.hold(k, func() { h.deleted(p, tombstone) }) {
+		return
+	}
+	now := r.clock.Now()
+	// A write that takes the object out of the label selector reaches the
+	// watch as a delete at the write's version; a tombstone carries the
+	// cached version instead, which an own write may have produced before
+	// the object's real, unseen delete.
+	if r.exp.matchDelete(k, p.UID, now) || (!tombstone && r.exp.matchWrite(k, p.ResourceVersion, now)) {
 		r.stats.filtered[filterIndex(FilterOwnWrite)].Add(1)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -28,6 +29,7 @@ const DefaultLinger = 2 * time.Minute
 
 const (
 	defaultExpectationTTL   = time.Minute
+	defaultWriteHold        = 10 * time.Second
 	defaultMetricsNamespace = "watchregistry"
 	defaultRetryMaxDelay    = 5 * time.Minute
 	// retryBaseDelay is the first retry delay of a failed informer with
@@ -47,16 +49,24 @@ type Options[K comparable] struct {
 	// back soon (a manifest edited twice) does not pay for a new list. Zero or
 	// less means two minutes.
 	Linger time.Duration
-	// ExpectationTTL bounds how long ExpectWrite and ExpectDelete are
-	// remembered when their event never comes. Zero or less means one minute.
+	// ExpectationTTL bounds how long ExpectWrite, Write.Done and
+	// ExpectDelete are remembered when their event never comes. Zero or less
+	// means one minute.
 	ExpectationTTL time.Duration
+	// WriteHold bounds how long the events of an object are held back while
+	// a write of it declared with BeginWrite is in flight: a write whose
+	// answer takes longer (or never comes, its Write never ended) lets them
+	// through then, at the cost of waking its owner once for nothing. Set it
+	// at least to the clients' request timeout. Zero or less means ten
+	// seconds.
+	WriteHold time.Duration
 	// FieldManager is the field manager of the owners' own writes, if they
 	// all use one. An added object whose managedFields, as served, name this
 	// manager alone was created by an owner's write, and its event is
-	// filtered as an own write even when ExpectWrite has not been called
-	// yet: the watch often delivers a creation before the write's answer
-	// reaches the writer, and waking the owner for its own creation costs a
-	// reconcile per object.
+	// filtered as an own write even when it was not declared with
+	// BeginWrite and ExpectWrite has not been called yet: the watch often
+	// delivers a creation before the write's answer reaches the writer, and
+	// waking the owner for its own creation costs a reconcile per object.
 	FieldManager string
 	// Map returns the owners to enqueue for an event; it may return keys of
 	// owners that do not track the ref. It is called without any registry
@@ -156,6 +166,7 @@ type Registry[K comparable] struct {
 	selector          string
 	linger            time.Duration
 	expectationTTL    time.Duration
+	writeHold         time.Duration
 	fieldManager      string
 	transform         TransformFunc
 	keep              func(*unstructured.Unstructured) bool
@@ -232,6 +243,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		selector:          opts.LabelSelector,
 		linger:            opts.Linger,
 		expectationTTL:    opts.ExpectationTTL,
+		writeHold:         opts.WriteHold,
 		fieldManager:      opts.FieldManager,
 		transform:         opts.Transform,
 		keep:              opts.Keep,
@@ -257,6 +269,9 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	}
 	if r.expectationTTL <= 0 {
 		r.expectationTTL = defaultExpectationTTL
+	}
+	if r.writeHold <= 0 {
+		r.writeHold = defaultWriteHold
 	}
 	if r.retryMaxDelay <= 0 {
 		r.retryMaxDelay = defaultRetryMaxDelay
@@ -327,7 +342,7 @@ func (r *Registry[K]) loop(ctx context.Context) {
 	defer sweep.Stop()
 	for {
 		now := r.clock.Now()
-		next := earliest(r.expireIdle(now), r.retryDue(now))
+		next := earliest(earliest(r.expireIdle(now), r.retryDue(now)), r.releaseExpiredHolds(now))
 		var timer clock.Timer
 		var timerC <-chan time.Time
 		if !next.IsZero() {
@@ -344,7 +359,7 @@ func (r *Registry[K]) loop(ctx context.Context) {
 		case <-timerC:
 		case <-r.kick:
 		case <-sweep.C():
-			r.exp.sweep(r.clock.Now())
+			r.resume(r.exp.sweep(r.clock.Now()))
 		}
 		if timer != nil {
 			timer.Stop()
@@ -410,6 +425,26 @@ func (r *Registry[K]) expireIdle(now time.Time) time.Time {
 		e.log.V(1).Info("Informer stopped: no owner needed it for the linger period", "linger", r.linger)
 	}
 	return next
+}
+
+// releaseExpiredHolds delivers the events held for writes in flight past
+// Options.WriteHold, and returns the next such deadline, or the zero time
+// when no event is held.
+func (r *Registry[K]) releaseExpiredHolds(now time.Time) time.Time {
+	released, next := r.exp.releaseExpired(now)
+	if len(released) > 0 {
+		r.log.V(1).Info("Writes in flight past the hold; their objects' events are delivered", "events", len(released), "hold", r.writeHold)
+	}
+	r.resume(released)
+	return next
+}
+
+// resume handles again, in order, events that were held; callers must not
+// hold r.mu.
+func (r *Registry[K]) resume(held []func()) {
+	for _, fn := range held {
+		fn()
+	}
 }
 
 // retryDue replaces the failed informers whose retry is due with fresh ones
@@ -812,11 +847,88 @@ func (r *Registry[K]) WaitForSync(ctx context.Context, ref Ref) error {
 	}
 }
 
+// BeginWrite declares the owner's own create, update, patch or apply of
+// obj (its namespace and name are read) through ref, about to be sent; call
+// it right before the request and end the returned Write with Done and the
+// API server's answer, or with Abort when the request failed. The watch
+// often delivers a write's event before its answer reaches the writer, when
+// ExpectWrite would come too late: while the write is in flight, every event
+// of the object is held, and once it has ended, the event of the version it
+// produced is filtered as own-write and any other is delivered. An event is
+// held for Options.WriteHold at most. Holding costs nothing but a map entry:
+// no goroutine, no timer per write. A nil Registry returns a nil Write,
+// whose methods do nothing.
+func (r *Registry[K]) BeginWrite(ref Ref, obj metav1.Object) *Write {
+	if r == nil {
+		return nil
+	}
+	k := keyOf(ref, obj.GetNamespace(), obj.GetName())
+	return &Write{sink: r, ref: ref, key: k, id: r.exp.beginWrite(k, r.clock.Now().Add(r.writeHold))}
+}
+
+// Write is a write declared with BeginWrite. Its methods are safe for
+// concurrent use; only the first Done or Abort counts.
+type Write struct {
+	sink  writeSink
+	ref   Ref
+	key   objectKey
+	id    uint64
+	ended atomic.Bool
+}
+
+// writeSink is the Registry, whatever its owner key type.
+type writeSink interface {
+	endWrite(w *Write, answer metav1.Object)
+}
+
+// Done ends the write with the object the API server answered (its
+// namespace, name and resourceVersion are read; a PartialObjectMetadata
+// will do): the event of that version is not delivered, whether it was held
+// or is still to come, and the events held meanwhile are handled. Call it
+// from the writer's goroutine: a held event another owner must see is
+// delivered, through Map and Enqueue, before Done returns.
+func (w *Write) Done(answer metav1.Object) {
+	if w == nil || w.ended.Swap(true) {
+		return
+	}
+	w.sink.endWrite(w, answer)
+}
+
+// Abort ends a write that failed, or whose answer is unknown: the events
+// held meanwhile are delivered, as if it had not been declared.
+func (w *Write) Abort() {
+	if w == nil || w.ended.Swap(true) {
+		return
+	}
+	w.sink.endWrite(w, nil)
+}
+
+// End ends the write with a request's answer and error: Done with the
+// answer when err is nil, Abort otherwise.
+func (w *Write) End(answer metav1.Object, err error) {
+	if err != nil || answer == nil {
+		w.Abort()
+		return
+	}
+	w.Done(answer)
+}
+
+func (r *Registry[K]) endWrite(w *Write, answer metav1.Object) {
+	// The expectation first: the held event of the write's version must
+	// find it when it is handled again.
+	if answer != nil {
+		r.ExpectWrite(w.ref, answer)
+	}
+	r.resume(r.exp.endWrite(w.key, w.id))
+}
+
 // ExpectWrite announces the owner's own create, update or apply of obj, as
 // the API server answered it (its namespace, name and resourceVersion are
 // read): the add or update event of that version is not delivered (counted
 // as own-write), by whichever informer of ref's cluster and resource
-// delivers it. Call it right after the write returns. Unused expectations
+// delivers it. Call it right after the write returns; when the event may
+// come first, as it often does, declare the write beforehand with
+// BeginWrite instead, whose Done calls ExpectWrite. Unused expectations
 // expire after Options.ExpectationTTL. Without the object at hand,
 // &metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv} will do.
 func (r *Registry[K]) ExpectWrite(ref Ref, obj metav1.Object) {

@@ -22,8 +22,17 @@ type Stats struct {
 	// CachedObjects counts the objects held by all caches, kept as the
 	// informers deliver them rather than counted at each call.
 	CachedObjects int
-	// Expectations counts pending ExpectWrite and ExpectDelete expectations.
+	// Expectations counts pending ExpectWrite and ExpectDelete expectations
+	// (Write.Done makes one).
 	Expectations int
+	// WritesInFlight counts the writes declared with BeginWrite that have
+	// not ended, nor outlasted Options.WriteHold.
+	WritesInFlight int
+	// Holding counts the events held now for writes in flight.
+	Holding int
+	// Held counts the events held for a write in flight since New; each is
+	// counted in Received once, and in Delivered or Filtered once released.
+	Held uint64
 	// Received counts the events the informers produced, by type;
 	// EventInitialList counts listed objects, EventStateChanged counts state
 	// changes. A digest change is received as an EventUpdated.
@@ -41,6 +50,7 @@ type Stats struct {
 type counters struct {
 	started   atomic.Uint64
 	running   atomic.Int64
+	held      atomic.Uint64
 	delivered [len(eventTypes)]atomic.Uint64
 	received  [len(eventTypes)]atomic.Uint64
 	filtered  [len(filterReasons)]atomic.Uint64
@@ -84,6 +94,8 @@ func (r *Registry[K]) Stats() Stats {
 	s.Running = int(r.stats.running.Load())
 	s.Started = r.stats.started.Load()
 	s.Expectations = r.exp.len()
+	s.WritesInFlight, s.Holding = r.exp.inflightAndHeld()
+	s.Held = r.stats.held.Load()
 	for i, t := range eventTypes {
 		n := r.stats.delivered[i].Load()
 		s.DeliveredByType[t] = n
@@ -102,6 +114,7 @@ func (r *Registry[K]) Stats() Stats {
 // histograms that only the collector reports.
 type metrics struct {
 	informers, running, started, owners, cached, expectations *prometheus.Desc
+	writesInFlight, holding, held                             *prometheus.Desc
 	received, delivered, filtered                             *prometheus.Desc
 	// syncDuration observes, per informer, the time from its start to the
 	// end of its initial list.
@@ -117,15 +130,18 @@ func newMetrics(ns string) metrics {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
 	return metrics{
-		informers:    d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped).", "state"),
-		running:      d("informers_running", "Informers whose goroutines have not exited yet."),
-		started:      d("informers_started_total", "Informers started."),
-		owners:       d("owners", "Owners tracking at least one ref."),
-		cached:       d("cached_objects", "Objects held by the informers' caches."),
-		expectations: d("expectations", "Pending own-write and own-delete expectations."),
-		received:     d("events_received_total", "Events produced by the informers, by type.", "type"),
-		delivered:    d("events_delivered_total", "Owner keys handed to Enqueue, by event type.", "type"),
-		filtered:     d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
+		informers:      d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped).", "state"),
+		running:        d("informers_running", "Informers whose goroutines have not exited yet."),
+		started:        d("informers_started_total", "Informers started."),
+		owners:         d("owners", "Owners tracking at least one ref."),
+		cached:         d("cached_objects", "Objects held by the informers' caches."),
+		expectations:   d("expectations", "Pending own-write and own-delete expectations."),
+		writesInFlight: d("writes_in_flight", "Own writes declared with BeginWrite and not ended yet."),
+		holding:        d("events_holding", "Events held now until an own write in flight ends."),
+		held:           d("events_held_total", "Events held until an own write in flight ended, then filtered or delivered."),
+		received:       d("events_received_total", "Events produced by the informers, by type.", "type"),
+		delivered:      d("events_delivered_total", "Owner keys handed to Enqueue, by event type.", "type"),
+		filtered:       d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "informer_sync_duration_seconds",
 			Help:    "Time from an informer's start to the end of its initial list.",
@@ -142,7 +158,7 @@ func newMetrics(ns string) metrics {
 // Describe implements prometheus.Collector.
 func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
 	d := r.metrics
-	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.received, d.delivered, d.filtered} {
+	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered} {
 		ch <- x
 	}
 	d.syncDuration.Describe(ch)
@@ -161,6 +177,9 @@ func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.owners, prometheus.GaugeValue, float64(s.Owners))
 	ch <- prometheus.MustNewConstMetric(d.cached, prometheus.GaugeValue, float64(s.CachedObjects))
 	ch <- prometheus.MustNewConstMetric(d.expectations, prometheus.GaugeValue, float64(s.Expectations))
+	ch <- prometheus.MustNewConstMetric(d.writesInFlight, prometheus.GaugeValue, float64(s.WritesInFlight))
+	ch <- prometheus.MustNewConstMetric(d.holding, prometheus.GaugeValue, float64(s.Holding))
+	ch <- prometheus.MustNewConstMetric(d.held, prometheus.CounterValue, float64(s.Held))
 	for _, t := range receivedTypes {
 		ch <- prometheus.MustNewConstMetric(d.received, prometheus.CounterValue, float64(s.Received[t]), string(t))
 	}

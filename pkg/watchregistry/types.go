@@ -147,7 +147,9 @@ const (
 	// unless MetadataOnly), and, with Options.WakeDigest, left the digest
 	// unchanged.
 	FilterStatusOnly FilterReason = "status-only"
-	// FilterOwnWrite counts events announced by ExpectWrite or ExpectDelete.
+	// FilterOwnWrite counts events of the owners' own writes: declared with
+	// BeginWrite and ended with Write.Done, or announced by ExpectWrite or
+	// ExpectDelete.
 	FilterOwnWrite FilterReason = "own-write"
 	// FilterUnmapped counts events for which Map returned no owner.
 	FilterUnmapped FilterReason = "unmapped"

@@ -346,6 +346,24 @@ func TestOwnWritesCauseNoLoop(t *testing.T) {
 			t.Errorf("%s %s/%s was written by a reconcile of the converged resource", o.gvr.Resource, ns, o.name)
 		}
 	}
+
+	// A manifest change that updates all three objects is one reconcile,
+	// the change's: the events of its writes, which the watch often
+	// delivers before the writes' answers, wake nothing.
+	updateVR(t, ns, "quiet", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = docs(configMap("a", map[string]string{"k": "2"}),
+			strings.Replace(serviceDoc, "port: 80", "port: 8080", 1),
+			strings.Replace(deploymentDoc, "replicas: 2", "replicas: 3", 1))
+	})
+	waitReady(t, ns, "quiet")
+	for _, o := range objects {
+		waitObject(t, o.gvr, ns, o.name, "was updated", func(cur *unstructured.Unstructured) bool { return cur.GetResourceVersion() != o.rv })
+	}
+	b.pass(t)
+	changed := reconciled(t, ns, "quiet")
+	if n := changed[controller.TriggerEvent] - after[controller.TriggerEvent]; n != 1 {
+		t.Errorf("%d event-driven reconciles for a manifest change that updates three objects, want 1, the change's (by trigger %v, then %v): own updates are feeding back", n, after, changed)
+	}
 }
 
 func TestRequestedAtTriggersReconcileAndIsEchoed(t *testing.T) {
