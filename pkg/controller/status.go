@@ -229,6 +229,14 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResource, b *blocked) error {
 	now := metav1.NewTime(c.clock.Now())
 	st := vr.Status.DeepCopy()
+	// A new generation held back here is not being waited on for health:
+	// its wait starts when writeStatus first sees it applied. Recording
+	// the generation as observed while keeping the previous generation's
+	// start would make that first writeStatus keep it too, and a change
+	// held longer than spec.timeout would fail its health check at once.
+	if vr.Status.ObservedGeneration != vr.Generation {
+		st.HealthCheckStartTime = nil
+	}
 	st.ObservedGeneration = vr.Generation
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
 		st.LastHandledReconcileAt = v

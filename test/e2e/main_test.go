@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,6 +49,8 @@ var (
 	dyn        dynamic.Interface
 	reconciles = &reconcileCounter{counts: map[cache.ObjectName]map[controller.Trigger]int{}}
 	vidraOp    *operator.Operator
+	// metrics holds the operator's metrics, read with metricSum.
+	metrics = prometheus.NewRegistry()
 )
 
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
@@ -82,6 +85,7 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 		Workers:           4,
 		Linger:            2 * time.Second,
 		OnReconcile:       reconciles.record,
+		Metrics:           metrics,
 	})
 	if err != nil {
 		cancel()
