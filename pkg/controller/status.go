@@ -241,9 +241,6 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
 		st.LastHandledReconcileAt = v
 	}
-	// Nothing of this generation is applied while blocked: the wait for
-	// health starts when it is.
-	st.HealthCheckStartTime = nil
 	set := func(t string, reason string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: metav1.ConditionTrue, Reason: reason, Message: truncate(b.message), ObservedGeneration: vr.Generation, LastTransitionTime: now,
