@@ -121,7 +121,11 @@ type Controller struct {
 	opts     Options
 
 	mu       sync.Mutex
-	triggers map[cache.ObjectName]map[Trigger]time.Time
+	triggers map[cache.ObjectName]map[Trigger]pendingTrigger
+	// lastTrigger is the trigger of each key's latest reconcile: a key
+	// queued again while it was being reconciled, by a cause that reconcile
+	// took, runs again for that cause.
+	lastTrigger map[cache.ObjectName]Trigger
 }
 
 // NewController wires the VidraResource informer, the work queue and the watch
@@ -144,20 +148,21 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	fair := newFairQueue()
 	queue, limiter := newQueue(fair, opts)
 	c := &Controller{
-		queue:    queue,
-		limiter:  limiter,
-		clients:  clients,
-		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
-		lister:   vrInformer.Lister(),
-		indexer:  vrInformer.Informer().GetIndexer(),
-		synced:   vrInformer.Informer().HasSynced,
-		fair:     fair,
-		recorder: opts.Recorder,
-		metrics:  NewMetrics(opts.Registerer),
-		clock:    opts.Clock,
-		config:   opts.Config,
-		opts:     opts,
-		triggers: map[cache.ObjectName]map[Trigger]time.Time{},
+		queue:       queue,
+		limiter:     limiter,
+		clients:     clients,
+		status:      clients.Vidra.InfrahubV1alpha1().RESTClient(),
+		lister:      vrInformer.Lister(),
+		indexer:     vrInformer.Informer().GetIndexer(),
+		synced:      vrInformer.Informer().HasSynced,
+		fair:        fair,
+		recorder:    opts.Recorder,
+		metrics:     NewMetrics(opts.Registerer),
+		clock:       opts.Clock,
+		config:      opts.Config,
+		opts:        opts,
+		triggers:    map[cache.ObjectName]map[Trigger]pendingTrigger{},
+		lastTrigger: map[cache.ObjectName]Trigger{},
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -320,12 +325,13 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	if shutdown {
 		return false
 	}
+	got := c.clock.Now()
 	defer c.queue.Done(key)
 	// Before Done: a key re-added meanwhile is pushed back on Done, and its
 	// namespace must not count this reconcile as still running then.
 	defer c.fair.finished(key)
 
-	trigger := c.takeTrigger(key)
+	trigger := c.takeTrigger(key, got)
 	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
 	ctx = klog.NewContext(ctx, logger)
 	if trigger == TriggerRequested {
@@ -416,6 +422,12 @@ func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Durati
 	c.queue.AddAfter(key, d)
 }
 
+// pendingTrigger is a recorded cause of a queued key: when it was
+// recorded, and when the queue hands the key out for it.
+type pendingTrigger struct {
+	added, due time.Time
+}
+
 // addTrigger records why key was queued. A trigger due later than an equal
 // one already recorded is dropped: the queue, too, keeps the earliest.
 func (c *Controller) addTrigger(key cache.ObjectName, t Trigger, due time.Time) {
@@ -423,25 +435,29 @@ func (c *Controller) addTrigger(key cache.ObjectName, t Trigger, due time.Time) 
 	defer c.mu.Unlock()
 	m := c.triggers[key]
 	if m == nil {
-		m = map[Trigger]time.Time{}
+		m = map[Trigger]pendingTrigger{}
 		c.triggers[key] = m
 	}
-	if prev, ok := m[t]; !ok || due.Before(prev) {
-		m[t] = due
+	if prev, ok := m[t]; !ok || due.Before(prev.due) {
+		m[t] = pendingTrigger{added: c.clock.Now(), due: due}
 	}
 }
 
-// takeTrigger removes and returns the most significant trigger that is due.
-func (c *Controller) takeTrigger(key cache.ObjectName) Trigger {
+// takeTrigger removes and returns the most significant trigger of a key
+// the queue handed out at got. Causes recorded after got stay: the key was
+// queued again for them while it was being handed out, and the queue runs
+// it again. A run with no cause of its own is such a second run whose
+// cause the first took: it counts under the first's trigger.
+func (c *Controller) takeTrigger(key cache.ObjectName, got time.Time) Trigger {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.triggers[key]
 	// A little slack: the delaying queue may hand out an item a hair before
 	// the clock reads its due time.
-	now := c.clock.Now().Add(10 * time.Millisecond)
+	dueBy := got.Add(10 * time.Millisecond)
 	var picked Trigger
 	for _, t := range triggerOrder {
-		if due, ok := m[t]; ok && !due.After(now) {
+		if p, ok := m[t]; ok && !p.due.After(dueBy) && !p.added.After(got) {
 			if picked == "" {
 				picked = t
 			}
@@ -452,8 +468,12 @@ func (c *Controller) takeTrigger(key cache.ObjectName) Trigger {
 		delete(c.triggers, key)
 	}
 	if picked == "" {
+		picked = c.lastTrigger[key]
+	}
+	if picked == "" {
 		picked = TriggerEvent
 	}
+	c.lastTrigger[key] = picked
 	return picked
 }
 

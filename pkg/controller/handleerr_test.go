@@ -38,7 +38,7 @@ func TestEveryRetryIsRateLimitedAndOnlyKeysWithAnIntervalAreDropped(t *testing.T
 			clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 			opts := Options{Clock: clk, MaxRetries: 5}
 			queue, limiter := newQueue(newFairQueue(), opts)
-			c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
+			c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]pendingTrigger{}, lastTrigger: map[cache.ObjectName]Trigger{}}
 			defer c.queue.ShutDown()
 			for range tc.failures {
 				c.queue.AddRateLimited(key)
@@ -60,17 +60,17 @@ func TestRetryIsCountedAsARetryWhenItComesLate(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	opts := Options{Clock: clk, MaxRetries: 5}
 	queue, limiter := newQueue(newFairQueue(), opts)
-	c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
+	c := &Controller{queue: queue, limiter: limiter, opts: opts, clock: clk, triggers: map[cache.ObjectName]map[Trigger]pendingTrigger{}, lastTrigger: map[cache.ObjectName]Trigger{}}
 	defer c.queue.ShutDown()
 
 	c.handleErr(t.Context(), key, syncResult{}, errors.New("failed"))
 	// A person asks for a reconcile before the backoff is over.
 	c.addTrigger(key, TriggerRequested, clk.Now())
-	if got := c.takeTrigger(key); got != TriggerRequested {
+	if got := c.takeTrigger(key, clk.Now()); got != TriggerRequested {
 		t.Fatalf("the requested reconcile was counted as %q", got)
 	}
 	clk.Step(time.Second)
-	if got := c.takeTrigger(key); got != TriggerRetry {
+	if got := c.takeTrigger(key, clk.Now()); got != TriggerRetry {
 		t.Fatalf("the retry after the backoff was counted as %q, want %q", got, TriggerRetry)
 	}
 }

@@ -26,6 +26,9 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.registry.Forget(key)
 	c.dests.Release(key)
 	c.engine.Forget(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.lastTrigger, key)
 }
 
 // syncResult tells processNextWorkItem when to come back.

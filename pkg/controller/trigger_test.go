@@ -35,11 +35,11 @@ func TestTriggerAttributionWhenCausesArePending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-			c := &Controller{clock: clk, triggers: map[cache.ObjectName]map[Trigger]time.Time{}}
+			c := &Controller{clock: clk, triggers: map[cache.ObjectName]map[Trigger]pendingTrigger{}, lastTrigger: map[cache.ObjectName]Trigger{}}
 			for _, p := range tc.pending {
 				c.addTrigger(key, p.trigger, clk.Now().Add(p.in))
 			}
-			if got := c.takeTrigger(key); got != tc.want {
+			if got := c.takeTrigger(key, clk.Now()); got != tc.want {
 				t.Errorf("takeTrigger = %q, want %q", got, tc.want)
 			}
 			var left []Trigger
@@ -62,5 +62,38 @@ func TestTriggerAttributionWhenCausesArePending(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCauseRecordedWhileTheKeyIsHandedOutIsKeptForTheNextRun is a wake that
+// lands between the queue handing a key to a worker and the worker reading
+// its causes: the queue runs the key again for it, and that run, not the
+// one already under way, is counted under it. A second run whose cause the
+// first took counts under the first's trigger, not as an event.
+func TestCauseRecordedWhileTheKeyIsHandedOutIsKeptForTheNextRun(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "vr"}
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	c := &Controller{clock: clk, triggers: map[cache.ObjectName]map[Trigger]pendingTrigger{}, lastTrigger: map[cache.ObjectName]Trigger{}}
+
+	c.addTrigger(key, TriggerInterval, clk.Now())
+	got := clk.Now()
+	clk.Step(time.Millisecond)
+	c.addTrigger(key, TriggerHealth, clk.Now())
+	if tr := c.takeTrigger(key, got); tr != TriggerInterval {
+		t.Fatalf("the run under way was counted as %q, want %q", tr, TriggerInterval)
+	}
+	if tr := c.takeTrigger(key, clk.Now()); tr != TriggerHealth {
+		t.Fatalf("the next run was counted as %q, want %q", tr, TriggerHealth)
+	}
+
+	// The health cause was recorded before the key was handed out, but
+	// the queue, told after, runs the key once more: that run has no cause
+	// of its own left.
+	c.addTrigger(key, TriggerHealth, clk.Now())
+	if tr := c.takeTrigger(key, clk.Now()); tr != TriggerHealth {
+		t.Fatalf("counted as %q, want %q", tr, TriggerHealth)
+	}
+	if tr := c.takeTrigger(key, clk.Now()); tr != TriggerHealth {
+		t.Fatalf("a second run whose cause the first took was counted as %q, want %q", tr, TriggerHealth)
 	}
 }
