@@ -289,7 +289,7 @@ func machine(root string, o options) runMeta {
 		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence. Its Services are deleted before the converge and their cluster IPs released, because allocating a cluster IP costs the API server more the more are allocated: both runs start with the same number.",
 		"The install's MutatingAdmissionPolicy (manifests/admission/finalizer_policy.yaml) is in place from the start: VidraResources are created with the finalizer; it matches nothing else.",
 		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples, and in periodic-only mode a random wait of up to one interval before each change, so that changes land at random phases of the re-check.",
-		"Churn: merge patches of Deployments' /status (observedGeneration), field manager bench-deployment-controller; counted until 5 s after the last one.",
+		"Churn: merge patches of Deployments' /status (observedGeneration equal to the generation, the Progressing condition's lastUpdateTime moved on; health stays InProgress as without a status), field manager bench-deployment-controller; counted until 5 s after the last one.",
 	}
 	return m
 }
