@@ -22,6 +22,13 @@
 //   - churn: what 100 status-only updates of managed Deployments cost;
 //   - drift: time from an external change to its repair, taken from a watch,
 //     per kind of drift, in event mode and in periodic-only mode.
+//   - health, between the two drift modes (before the periodic-only
+//     resources exist, whose re-checks would blur its counts): in resources
+//     of their own, each a Deployment of one replica whose status the
+//     benchmark writes (no deployment controller runs), what status churn
+//     that keeps health costs and the time from a health change to the
+//     parent's status showing it; and how fast readiness travels down
+//     chains of spec.dependsOn.
 //
 // It writes latest.json and drift-latency.svg into -out and prints a
 // markdown table. bench/README.md explains every figure.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -114,11 +115,30 @@ type churnResult struct {
 	SettleSeconds      float64 `json:"settleSeconds"`
 }
 
-// measureChurn writes status.observedGeneration of managed Deployments
-// through the status subresource, as the deployment controller would,
-// updates times over the resources of prefix, then waits settleFor and counts
-// what the operator did from the first update on.
+// deploymentFieldManager is the field manager of the benchmark's status
+// writes of Deployments: the control plane runs no deployment controller, so
+// the benchmark plays its part.
+const deploymentFieldManager = "bench-deployment-controller"
+
+// measureChurn writes the status of managed Deployments through the status
+// subresource, as the deployment controller would while a rollout makes no
+// progress, updates times over the resources of prefix, then waits settleFor
+// and counts what the operator did from the first update on. Each update
+// refreshes the Progressing condition's lastUpdateTime and nothing else
+// kstatus reads: the Deployments, scaled to zero and with no controller,
+// stay InProgress ("ReplicaSet not Available") as they were without a
+// status, so no update changes their health. An update that did (an
+// observedGeneration other than the generation, say) would rightly wake
+// the resource.
 func measureChurn(ctx context.Context, c *cluster, prefix string, n, updates int, settleFor time.Duration) (*churnResult, error) {
+	gens := make([]int64, min(n, updates))
+	for i := range gens {
+		d, err := c.kube.AppsV1().Deployments(nsName(prefix, i)).Get(ctx, objName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get Deployment %s/%s: %w", nsName(prefix, i), objName, err)
+		}
+		gens[i] = d.Generation
+	}
 	if err := settle(ctx, c, 3*time.Second, time.Minute); err != nil {
 		return nil, err
 	}
@@ -129,11 +149,27 @@ func measureChurn(ctx context.Context, c *cluster, prefix string, n, updates int
 	}
 	mark := audit.mark()
 	start := time.Now()
+	// Synthetic times, a second apart, so that two updates of one
+	// Deployment within a second still differ (metav1.Time has whole
+	// seconds).
+	base := start.UTC().Truncate(time.Second)
 	for j := range updates {
-		ns := nsName(prefix, j%n)
-		patch := fmt.Appendf(nil, `{"status":{"observedGeneration":%d}}`, 1000+j)
+		i := j % n
+		ns := nsName(prefix, i)
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{
+			"observedGeneration": gens[i],
+			"conditions": []map[string]any{{
+				"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+				"message":            fmt.Sprintf("ReplicaSet %q is progressing.", objName+"-5d4f8c7b9"),
+				"lastUpdateTime":     base.Add(time.Duration(j+1) * time.Second).Format(time.RFC3339),
+				"lastTransitionTime": base.Format(time.RFC3339),
+			}},
+		}})
+		if err != nil {
+			return nil, err
+		}
 		if _, err := c.kube.AppsV1().Deployments(ns).Patch(ctx, objName, types.MergePatchType, patch,
-			metav1.PatchOptions{FieldManager: "bench-deployment-controller"}, "status"); err != nil {
+			metav1.PatchOptions{FieldManager: deploymentFieldManager}, "status"); err != nil {
 			return nil, fmt.Errorf("status update of Deployment %s/%s: %w", ns, objName, err)
 		}
 	}

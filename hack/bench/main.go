@@ -20,6 +20,10 @@ type options struct {
 	periodicEvery   time.Duration
 	idleWindow      time.Duration
 	churnUpdates    int
+	healthN         int
+	healthSamples   int
+	chains          int
+	chainDepth      int
 	creators        int
 	vidra           string
 	operatorArgs    string
@@ -38,7 +42,11 @@ func main() {
 	flag.IntVar(&o.periodicSamples, "periodic-samples", 6, "drift samples per kind in periodic-only mode")
 	flag.DurationVar(&o.periodicEvery, "periodic-interval", 2*time.Second, "spec.interval of the periodic-only resources")
 	flag.DurationVar(&o.idleWindow, "idle-window", time.Minute, "how long idle requests are counted")
-	flag.IntVar(&o.churnUpdates, "churn", 100, "status-only updates of managed Deployments")
+	flag.IntVar(&o.churnUpdates, "churn", 100, "status-only updates of managed Deployments, in the churn phase and again in the health section")
+	flag.IntVar(&o.healthN, "health-n", 100, "VidraResources with a Deployment of one replica for the health section")
+	flag.IntVar(&o.healthSamples, "health-samples", 200, "health transitions timed (200: p99 is then the 198th, not the maximum)")
+	flag.IntVar(&o.chains, "chains", 10, "spec.dependsOn chains, one namespace each")
+	flag.IntVar(&o.chainDepth, "chain-depth", 10, "VidraResources per spec.dependsOn chain, each with one ConfigMap")
 	flag.IntVar(&o.creators, "creators", 16, "parallel clients creating VidraResources")
 	flag.StringVar(&o.vidra, "vidra", "", "a prebuilt vidra binary; empty builds cmd/vidra into bin/bench/vidra")
 	flag.StringVar(&o.operatorArgs, "operator-args", "", "extra flags for the operator, space-separated (the defaults are measured when empty)")

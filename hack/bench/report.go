@@ -20,6 +20,7 @@ type results struct {
 	Idle     *idleResult     `json:"idle"`
 	Churn    *churnResult    `json:"churn"`
 	Drift    driftResults    `json:"drift"`
+	Health   *healthResult   `json:"health,omitempty"`
 	// MemoryAtEnd is taken after every phase, drift included.
 	MemoryAtEnd *memoryResult `json:"memoryAtEnd"`
 	// WatchesByResource counts the watches the operator opened over the
@@ -98,6 +99,18 @@ func (r *results) checkTargets() {
 	if c := r.Churn; c != nil {
 		add("status-only churn: reconciles", "0", fmt.Sprintf("%.0f for %d updates", c.Reconciles, c.Updates), c.Reconciles == 0)
 		add("status-only churn: requests", "0", fmt.Sprintf("%d", c.Requests.Total), c.Requests.Total == 0)
+	}
+	if h := r.Health; h != nil {
+		if c := h.Churn; c != nil {
+			add("health: status churn keeping health, reconciles", "0", fmt.Sprintf("%.0f for %d updates (barrier seen: %t)", c.Reconciles, c.Updates, c.BarrierSeen), c.BarrierSeen && c.Reconciles == 0 && c.Woken == 0)
+			add("health: status churn keeping health, requests", "0", fmt.Sprintf("%d", c.Requests), c.BarrierSeen && c.Requests == 0)
+		}
+		if t := h.Transition; t != nil {
+			add("health transition p99", "< 50 ms", fmt.Sprintf("%.1f ms (p50 %.1f ms, %d of %d seen)", t.Stats.P99, t.Stats.P50, t.Observed, t.Samples), t.Missed == 0 && t.Observed > 0 && t.Stats.P99 < 50)
+		}
+		if ch := h.Chains; ch != nil {
+			add("dependsOn: every resource of the chains Ready", fmt.Sprintf("%d of %d", ch.Resources, ch.Resources), fmt.Sprintf("%d of %d", ch.Resources-ch.NotReady, ch.Resources), ch.NotReady == 0)
+		}
 	}
 	if m := r.Memory; m != nil {
 		note := ""
@@ -178,6 +191,40 @@ func markdown(r *results) string {
 	if c := r.Churn; c != nil {
 		p("\n### Status-only churn\n\n| status updates | reconciles | operator requests | watch events received / filtered as status-only |\n|---|---|---|---|\n")
 		p("| %d | %.0f | %s | %.0f / %.0f |\n", c.Updates, c.Reconciles, strings.TrimSpace(fmt.Sprintf("%d %s", c.Requests.Total, parens(formatCounts(c.Requests.ByVerb)))), c.EventsReceived, c.FilteredStatusOnly)
+	}
+	if h := r.Health; h != nil {
+		p("\n### Health (%d resources, each a Deployment of one replica with spec.wait; Ready and Healthy %.1f s after the first create)\n\n", h.Resources, h.SetupSeconds)
+		if c := h.Churn; c != nil {
+			p("| status updates keeping health | reconciles | operator requests | owners woken | watch events received / filtered as status-only | barrier: parent updated after |\n|---|---|---|---|---|---|\n")
+			barrier := "**not seen**"
+			if c.BarrierSeen {
+				barrier = fmt.Sprintf("%.1f ms", c.BarrierMs)
+			}
+			p("| %d | %.0f | %d | %.0f | %.0f / %.0f | %s |\n", c.Updates, c.Reconciles, c.Requests, c.Woken, c.EventsReceived, c.FilteredStatusOnly, barrier)
+			p("\nThe barrier's own reconcile and status write are subtracted; raw window: reconciles %s; requests %s.\n",
+				formatFloatsOr(c.RawReconciles, "none"), strings.TrimSpace(fmt.Sprintf("%d %s", c.RawRequests.Total, parens(formatCounts(c.RawRequests.ByResource)))))
+		}
+		if t := h.Transition; t != nil {
+			p("\n| health transition (Deployment status write answered → parent's status on the watch) | samples | p50 ms | p90 ms | p99 ms | max ms | missed | from the request, p50 / p99 ms | reconciles / requests per transition |\n|---|---|---|---|---|---|---|---|---|\n")
+			row := func(name string, s latencyStat, n int, extra string) {
+				p("| %s | %d | %.1f | %.1f | %.1f | %.1f | %s |\n", name, n, s.P50, s.P90, s.P99, s.Max, extra)
+			}
+			row("both directions", t.Stats, t.Observed, fmt.Sprintf("%d | %.1f / %.1f | %.2f / %.2f (%s)", t.Missed, t.FromRequest.P50, t.FromRequest.P99,
+				t.ReconcilesPerTransition, t.RequestsPerTransition, formatCounts(t.Requests.ByResource)))
+			row("Current → InProgress", t.ToInProgress, t.ToInProgressSamples, " | | ")
+			row("InProgress → Current", t.ToCurrent, t.ToCurrentSamples, " | | ")
+		}
+		if ch := h.Chains; ch != nil {
+			p("\n| spec.dependsOn: %d chains of %d, one ConfigMap each | ms |\n|---|---|\n", ch.Chains, ch.Depth)
+			p("| first Ready → last Ready (wall clock) | %.1f |\n", ch.WallClockMs)
+			p("| first head created → last Ready | %.1f |\n", ch.FromCreateMs)
+			p("| sum of the %d links (dependency Ready → dependent Ready) | %.1f |\n", len(ch.LinkLatenciesMs), ch.SumOfLinksMs)
+			p("| link p50 / p90 / p99 / max | %.1f / %.1f / %.1f / %.1f |\n", ch.Link.P50, ch.Link.P90, ch.Link.P99, ch.Link.Max)
+			p("| one chain, head Ready → tail Ready, p50 / max | %.1f / %.1f |\n", ch.Chain.P50, ch.Chain.Max)
+			p("| head: create request → Ready, p50 / max | %.1f / %.1f |\n", ch.Head.P50, ch.Head.Max)
+			p("\nNot Ready: %d. Reconciles by trigger: %s. Operator requests: %s.\n", ch.NotReady, formatFloatsOr(ch.ReconcilesByTrigger, "none"),
+				strings.TrimSpace(fmt.Sprintf("%d %s", ch.Requests.Total, parens(formatCounts(ch.Requests.ByResource)))))
+		}
 	}
 	if mem := r.Memory; mem != nil {
 		p("\n### Memory and informers\n\n| when | managed objects | RSS MiB (anon + file) | peak RSS MiB | Go heap alloc MiB | heap in use MiB | Go runtime total MiB | goroutines | informers | cached objects |\n|---|---|---|---|---|---|---|---|---|---|\n")
