@@ -221,6 +221,13 @@ type convergeResult struct {
 	Reconciles map[string]float64 `json:"reconcilesByResultAndTrigger"`
 	Applies    float64            `json:"applies"`
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
+	// OperatorCPUPerResourceMs is the operator's CPU per resource
+	// converged: flat across sizes when cost grows linearly.
+	OperatorCPUPerResourceMs float64 `json:"operatorCpuPerResourceMs"`
+	// GCShare is the part of the operator's CPU the garbage collector took
+	// during the converge (the runtime's own estimate), what its memory
+	// policy costs; -1 when the operator does not export it.
+	GCShare float64 `json:"gcShare"`
 }
 
 // runConverge creates n resources in namespaces bench-0000 … with creators
@@ -279,15 +286,21 @@ wait:
 		k := s.Labels["result"] + "/" + s.Labels["trigger"]
 		rec[k] = s.Value - m0.Sum("vidra_reconciles_total", s.Labels)
 	}
+	gcShare := -1.0
+	if total := m1.Sum("go_cpu_classes_total_cpu_seconds_total", nil) - m0.Sum("go_cpu_classes_total_cpu_seconds_total", nil); total > 0 {
+		gcShare = round((m1.Sum("go_cpu_classes_gc_total_cpu_seconds_total", nil)-m0.Sum("go_cpu_classes_gc_total_cpu_seconds_total", nil))/total, 3)
+	}
 	return &convergeResult{
-		Resources:     n,
-		Objects:       4 * n,
-		Seconds:       round(elapsed.Seconds(), 2),
-		PerSec:        round(float64(4*n)/elapsed.Seconds(), 1),
-		CreateSeconds: round(created.Seconds(), 2),
-		Requests:      reqs,
-		Reconciles:    rec,
-		Applies:       m1.Sum("vidra_applies_total", nil) - m0.Sum("vidra_applies_total", nil),
-		CPUSeconds:    cpu,
+		OperatorCPUPerResourceMs: round(cpu["vidra"]*1000/float64(n), 2),
+		GCShare:                  gcShare,
+		Resources:                n,
+		Objects:                  4 * n,
+		Seconds:                  round(elapsed.Seconds(), 2),
+		PerSec:                   round(float64(4*n)/elapsed.Seconds(), 1),
+		CreateSeconds:            round(created.Seconds(), 2),
+		Requests:                 reqs,
+		Reconciles:               rec,
+		Applies:                  m1.Sum("vidra_applies_total", nil) - m0.Sum("vidra_applies_total", nil),
+		CPUSeconds:               cpu,
 	}, nil
 }

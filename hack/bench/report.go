@@ -162,8 +162,13 @@ func markdown(r *results) string {
 			p("| `kubectl apply --server-side -f` of one file | %d | %.2f | %.1f |\n", bl.Objects, bl.Seconds, bl.PerSec)
 			p("\nVidra / kubectl speed-up: **%.2f×**.", c.VsBaseline)
 		}
-		p(" Operator requests during converge: %d (%s); reconciles: %s; applies: %.0f. CPU seconds: %s.\n",
+		p(" Operator requests during converge: %d (%s); reconciles: %s; applies: %.0f. CPU seconds: %s.",
 			c.Requests.Total, formatCounts(c.Requests.ByVerb), formatFloats(c.Reconciles), c.Applies, formatFloats(c.CPUSeconds))
+		p(" Operator CPU per resource: %.2f ms", c.OperatorCPUPerResourceMs)
+		if c.GCShare >= 0 {
+			p(", of which the garbage collector took %.0f %%", c.GCShare*100)
+		}
+		p(".\n")
 	}
 
 	p("\n### Drift repair (time from the change request to the repairing watch event)\n\n")
