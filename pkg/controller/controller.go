@@ -332,17 +332,26 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	defer c.fair.finished(key)
 
 	trigger := c.takeTrigger(key, got)
+	ctx = reconcileContext(ctx, key, trigger)
+	res, err := c.sync(ctx, key)
+	c.recordReconcile(ctx, key, trigger, c.clock.Since(got), res, err)
+	c.handleErr(ctx, key, res, err)
+	return true
+}
+
+// reconcileContext carries the reconcile's logger, and for a reconcile a
+// person asked for, the request that a remote destination prove it answers.
+func reconcileContext(ctx context.Context, key cache.ObjectName, trigger Trigger) context.Context {
 	logger := klog.FromContext(ctx).WithValues("vidraresource", key.String(), "trigger", trigger)
 	ctx = klog.NewContext(ctx, logger)
 	if trigger == TriggerRequested {
-		// A person asked: a remote destination must prove that it answers.
 		ctx = destination.WithProbe(ctx)
 	}
-	start := c.clock.Now()
-	logger.V(4).Info("Reconcile started")
-	res, err := c.sync(ctx, key)
-	elapsed := c.clock.Since(start)
+	return ctx
+}
 
+// recordReconcile counts a finished reconcile by result and trigger.
+func (c *Controller) recordReconcile(ctx context.Context, key cache.ObjectName, trigger Trigger, elapsed time.Duration, res syncResult, err error) {
 	result := "success"
 	switch {
 	case err == nil && res.conflict:
@@ -354,12 +363,10 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	c.metrics.Reconciles.WithLabelValues(result, string(trigger)).Inc()
 	c.metrics.ReconcileSeconds.WithLabelValues(result).Observe(elapsed.Seconds())
-	logger.V(4).Info("Reconcile finished", "duration", elapsed, "result", result)
+	klog.FromContext(ctx).V(4).Info("Reconcile finished", "duration", elapsed, "result", result)
 	if c.opts.OnReconcile != nil {
 		c.opts.OnReconcile(key, trigger, result)
 	}
-	c.handleErr(ctx, key, res, err)
-	return true
 }
 
 // handleErr schedules what comes after a reconcile. Every retry goes through
