@@ -69,7 +69,9 @@ func TestDependsOnAppliesNothingUntilTheDependencyIsReady(t *testing.T) {
 	waitReady(t, ns, "a")
 	waitReady(t, ns, "b")
 	waitObject(t, configMaps, ns, "b-settings", "exists", exists)
-	if by, _ := reconciles.of(ns, "b"); by[controller.TriggerDependency] <= before[controller.TriggerDependency] || by[controller.TriggerInterval] > 0 {
+	// Ready is written before the reconcile is counted: the barrier is
+	// counted after it.
+	if by := reconciled(t, ns, "b"); by[controller.TriggerDependency] <= before[controller.TriggerDependency] || by[controller.TriggerInterval] > 0 {
 		t.Errorf("reconciles of b before %v, after %v: want more woken by dependency, none by interval", before, by)
 	}
 }
@@ -90,7 +92,7 @@ func TestDependsOnWaitsForTheDependencysHealth(t *testing.T) {
 	waitReady(t, ns, "a")
 	waitReady(t, ns, "b")
 	waitObject(t, configMaps, ns, "b-settings", "exists", exists)
-	if by, _ := reconciles.of(ns, "b"); by[controller.TriggerDependency] <= before[controller.TriggerDependency] {
+	if by := reconciled(t, ns, "b"); by[controller.TriggerDependency] <= before[controller.TriggerDependency] {
 		t.Errorf("reconciles of b before %v, after %v: want more woken by dependency", before, by)
 	}
 }
@@ -186,7 +188,7 @@ func TestDependencyChainBecomesReadyInOrder(t *testing.T) {
 	}
 	for i := 2; i <= depth; i++ {
 		waitObject(t, configMaps, ns, name(i)+"-settings", "exists", exists)
-		by, _ := reconciles.of(ns, name(i))
+		by := reconciled(t, ns, name(i))
 		b := before[name(i)]
 		// A wake that comes before the informer has seen the status the
 		// previous reconcile wrote meets a conflict and is retried: retries
