@@ -11,8 +11,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/destination"
@@ -58,28 +55,14 @@ func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startO
 // startOperator installs the CRD and runs one operator, in-process, for the
 // suite's tests, which isolate themselves by namespace.
 func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	if err := testenv.InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
-		return nil, err
-	}
 	kube = kubernetes.NewForConfigOrDie(e.Config)
 	vidra = versioned.NewForConfigOrDie(e.Config)
 	dyn = dynamic.NewForConfigOrDie(e.Config)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.QPS, cfg.Burst = 500, 1000
-	ctx, cancel := context.WithCancel(ctx)
 	// The tests of this suite put resources in namespaces of their own
 	// and have them act as the operator: they opt into trusting every
 	// namespace, as a single-tenant cluster does. test/security runs the
 	// secure default.
-	op, err := operator.New(ctx, operator.Options{
-		Config:            cfg,
+	op, stop, err := testenv.RunOperator(ctx, e, operator.Options{
 		Namespace:         operatorNamespace,
 		TrustedNamespaces: []string{destination.AllNamespaces},
 		Workers:           4,
@@ -87,19 +70,8 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 		OnReconcile:       reconciles.record,
 		Metrics:           metrics,
 	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	vidraOp = op
-	done := make(chan error, 1)
-	go func() { done <- op.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Println("operator:", err)
-		}
-	}, nil
+	return stop, err
 }
 
 type reconcileCounter struct {

@@ -7,8 +7,6 @@ package security_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -23,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/operator"
@@ -73,38 +70,14 @@ func (l *reconcileLog) snapshot() []cache.ObjectName {
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
 
 func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	if err := testenv.InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
-		return nil, err
-	}
 	kube = kubernetes.NewForConfigOrDie(e.Config)
 	vidra = versioned.NewForConfigOrDie(e.Config)
 	dyn = dynamic.NewForConfigOrDie(e.Config)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.QPS, cfg.Burst = 500, 1000
-	ctx, cancel := context.WithCancel(ctx)
 	// The defaults of the shipped install: nothing here widens trust.
-	op, err := operator.New(ctx, operator.Options{Config: cfg, Namespace: operatorNamespace, Workers: operatorWorkers, Linger: 2 * time.Second,
+	op, stop, err := testenv.RunOperator(ctx, e, operator.Options{Namespace: operatorNamespace, Workers: operatorWorkers, Linger: 2 * time.Second,
 		OnReconcile: reconciles.record})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	vidraOp = op
-	done := make(chan error, 1)
-	go func() { done <- op.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Println("operator:", err)
-		}
-	}, nil
+	return stop, err
 }
 
 // tenantNamespace creates a namespace for one test (an untrusted tenant's)
