@@ -38,6 +38,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &infrahubv1alpha1.DependencyReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Destination"):
 		return &infrahubv1alpha1.DestinationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DriftRecord"):
+		return &infrahubv1alpha1.DriftRecordApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IgnoreRule"):
+		return &infrahubv1alpha1.IgnoreRuleApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IgnoreTarget"):
+		return &infrahubv1alpha1.IgnoreTargetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ManagedResource"):
 		return &infrahubv1alpha1.ManagedResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):

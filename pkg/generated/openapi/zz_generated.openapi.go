@@ -35,6 +35,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":    schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference": schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination":         schema_pkg_apis_infrahub_v1alpha1_Destination(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord":         schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule":          schema_pkg_apis_infrahub_v1alpha1_IgnoreRule(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget":        schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":     schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":  schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResource":       schema_pkg_apis_infrahub_v1alpha1_VidraResource(ref),
@@ -195,6 +198,182 @@ func schema_pkg_apis_infrahub_v1alpha1_Destination(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference"},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DriftRecord is one change someone else made to a managed object.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion of the object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind of the object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the object; empty for cluster-scoped objects.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fields": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Fields are the fields that differ from the manifest, or that a hand edit added, as JSON pointers (the form spec.ignore takes). Empty when the object was deleted.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"deleted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Deleted is true when the object was deleted.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"manager": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Manager is the field manager that made the change (\"kubectl-edit\"), when the object's managedFields tell.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Time is when the change was made, as far as the object tells (its managedFields), else when Vidra saw it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"apiVersion", "kind", "name", "time"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_IgnoreRule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "IgnoreRule names fields, by JSON pointer, of the managed objects a target selects.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target selects the objects of the manifest the rule applies to; an empty target selects every object.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget"),
+						},
+					},
+					"paths": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Paths are JSON pointers (RFC 6901) into the objects, such as /spec/replicas or /metadata/annotations/sidecar.istio.io~1status; a number selects a list item by position.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"paths"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget"},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "IgnoreTarget selects objects of a manifest; every field set must match.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"group": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Group of the objects' API version; \"\" is the core group only when Kind is set too.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind of the objects.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the objects.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the objects, as applied.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"labelSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelSelector selects objects by the labels of the manifest, in kubectl's syntax (\"app=web,tier!=db\").",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 
@@ -488,12 +667,37 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 							},
 						},
 					},
+					"driftPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DriftPolicy is what Vidra does when someone else changes a managed object: Correct (restore it, the default) or Report (list the change in status.drift, set the Drifted condition, and leave it). Changes of the manifest are applied either way.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ignore": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Ignore hands fields of managed objects to other writers (an autoscaler on /spec/replicas, a webhook on an annotation): Vidra never changes them, and a change of them by anyone is not drift. A field the manifest also sets is given that value when Vidra creates the object, and keeps whatever value it has afterwards.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"manifest"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", v1.Duration{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule", v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -589,11 +793,47 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"drift": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Drift lists, with driftPolicy Report, the managed objects that differ from the manifest because someone else changed them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord"),
+									},
+								},
+							},
+						},
+					},
+					"driftHistory": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DriftHistory holds the last 10 drift corrections, newest first: who keeps changing what.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord"),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

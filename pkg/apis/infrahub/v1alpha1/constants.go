@@ -19,6 +19,17 @@ const (
 	// RequestedAtAnnotation asks for an immediate reconcile; its value is
 	// echoed into status.lastHandledReconcileAt.
 	RequestedAtAnnotation = "vidra.infrahub.operators.com/requested-at"
+	// ApplyPolicyAnnotation on an object of a manifest: IfNotPresent
+	// creates it when it is missing and never changes it afterwards; Ignore
+	// makes Vidra leave it alone: never applied, pruned or deleted.
+	ApplyPolicyAnnotation = "vidra.infrahub.operators.com/apply"
+	// PrunePolicyAnnotation on an object of a manifest: disabled keeps it
+	// when it leaves the manifest or the resource is deleted (released,
+	// without Vidra's marks, instead of deleted).
+	PrunePolicyAnnotation = "vidra.infrahub.operators.com/prune"
+	// ForcePolicyAnnotation on an object of a manifest: enabled recreates it
+	// when a change hits an immutable field, as spec.force does for all.
+	ForcePolicyAnnotation = "vidra.infrahub.operators.com/force"
 	// FieldManager is the field manager of Vidra's server-side applies, and
 	// of nothing else: an object counts as written by Vidra only through an
 	// Apply entry of this manager in its managedFields.
@@ -60,6 +71,9 @@ const (
 	// ConditionConflict is True when another writer or another VidraResource
 	// contends for objects of this manifest.
 	ConditionConflict = "Conflict"
+	// ConditionDrifted is True, with driftPolicy Report, while managed
+	// objects differ from the manifest because someone else changed them.
+	ConditionDrifted = "Drifted"
 	// ConditionHealthy summarises the health of the managed objects: True
 	// when every one is Current (reason AllCurrent), False while some are in
 	// progress (Progressing) or when some failed (Degraded).
@@ -110,6 +124,11 @@ const (
 	// it would delete everything inside it; spec.pruneNamespacesAndCRDs
 	// allows it.
 	ReasonPruneRefused = "PruneRefused"
+	// ReasonDriftDetected: with driftPolicy Report, objects differ from
+	// the manifest; status.drift lists them.
+	ReasonDriftDetected = "DriftDetected"
+	// ReasonNoDrift: every object is as the manifest says.
+	ReasonNoDrift = "NoDrift"
 	// ReasonHandedOver: an object left this resource (pruned, or the
 	// resource deleted) while another VidraResource declares it; it was
 	// handed to that resource, not deleted.

@@ -135,6 +135,81 @@ type VidraResourceSpec struct {
 	// +listType=atomic
 	// +optional
 	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+
+	// DriftPolicy is what Vidra does when someone else changes a managed
+	// object: Correct (restore it, the default) or Report (list the change in
+	// status.drift, set the Drifted condition, and leave it). Changes of the
+	// manifest are applied either way.
+	// +kubebuilder:validation:Enum=Correct;Report
+	// +optional
+	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+
+	// Ignore hands fields of managed objects to other writers (an autoscaler
+	// on /spec/replicas, a webhook on an annotation): Vidra never changes
+	// them, and a change of them by anyone is not drift. A field the
+	// manifest also sets is given that value when Vidra creates the object,
+	// and keeps whatever value it has afterwards.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Ignore []IgnoreRule `json:"ignore,omitempty"`
+}
+
+// DriftPolicy says what Vidra does about changes others make to managed
+// objects.
+// +kubebuilder:validation:Enum=Correct;Report
+type DriftPolicy string
+
+const (
+	// DriftPolicyCorrect restores drifted objects as soon as drift is seen.
+	DriftPolicyCorrect DriftPolicy = "Correct"
+	// DriftPolicyReport lists drifted objects in status and leaves them.
+	DriftPolicyReport DriftPolicy = "Report"
+)
+
+// IgnoreRule names fields, by JSON pointer, of the managed objects a target
+// selects.
+type IgnoreRule struct {
+	// Target selects the objects of the manifest the rule applies to; an
+	// empty target selects every object.
+	// +optional
+	Target IgnoreTarget `json:"target,omitempty"`
+	// Paths are JSON pointers (RFC 6901) into the objects, such as
+	// /spec/replicas or /metadata/annotations/sidecar.istio.io~1status;
+	// a number selects a list item by position.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])*)+$`
+	// +listType=atomic
+	// +required
+	Paths []string `json:"paths"`
+}
+
+// IgnoreTarget selects objects of a manifest; every field set must match.
+type IgnoreTarget struct {
+	// Group of the objects' API version; "" is the core group only when
+	// Kind is set too.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+	// Kind of the objects.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Name of the objects.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Namespace of the objects, as applied.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// LabelSelector selects objects by the labels of the manifest, in
+	// kubectl's syntax ("app=web,tier!=db").
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LabelSelector string `json:"labelSelector,omitempty"`
 }
 
 // DependencyReference names a VidraResource another depends on.
@@ -258,6 +333,47 @@ type VidraResourceStatus struct {
 	// here.
 	// +optional
 	HealthCheckStartTime *metav1.Time `json:"healthCheckStartTime,omitempty"`
+
+	// Drift lists, with driftPolicy Report, the managed objects that differ
+	// from the manifest because someone else changed them.
+	// +listType=atomic
+	// +optional
+	Drift []DriftRecord `json:"drift,omitempty"`
+
+	// DriftHistory holds the last 10 drift corrections, newest first: who
+	// keeps changing what.
+	// +listType=atomic
+	// +optional
+	DriftHistory []DriftRecord `json:"driftHistory,omitempty"`
+}
+
+// DriftRecord is one change someone else made to a managed object.
+type DriftRecord struct {
+	// APIVersion of the object.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object; empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Fields are the fields that differ from the manifest, or that a hand
+	// edit added, as JSON pointers (the form spec.ignore takes). Empty when
+	// the object was deleted.
+	// +listType=atomic
+	// +optional
+	Fields []string `json:"fields,omitempty"`
+	// Deleted is true when the object was deleted.
+	// +optional
+	Deleted bool `json:"deleted,omitempty"`
+	// Manager is the field manager that made the change ("kubectl-edit"),
+	// when the object's managedFields tell.
+	// +optional
+	Manager string `json:"manager,omitempty"`
+	// Time is when the change was made, as far as the object tells (its
+	// managedFields), else when Vidra saw it.
+	Time metav1.Time `json:"time"`
 }
 
 // ClusterReference names a destination cluster as spec.destination does.

@@ -227,6 +227,70 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: server
       type:
         scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.DriftRecord
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+      default: ""
+    - name: deleted
+      type:
+        scalar: boolean
+    - name: fields
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: kind
+      type:
+        scalar: string
+      default: ""
+    - name: manager
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
+      type:
+        scalar: string
+    - name: time
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.IgnoreRule
+  map:
+    fields:
+    - name: paths
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: target
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.IgnoreTarget
+      default: {}
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.IgnoreTarget
+  map:
+    fields:
+    - name: group
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: labelSelector
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ManagedResource
   map:
     fields:
@@ -298,9 +362,18 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.Destination
       default: {}
+    - name: driftPolicy
+      type:
+        scalar: string
     - name: force
       type:
         scalar: boolean
+    - name: ignore
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.IgnoreRule
+          elementRelationship: atomic
     - name: interval
       type:
         namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
@@ -340,6 +413,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deployState
       type:
         scalar: string
+    - name: drift
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.DriftRecord
+          elementRelationship: atomic
+    - name: driftHistory
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.DriftRecord
+          elementRelationship: atomic
     - name: healthCheckStartTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io

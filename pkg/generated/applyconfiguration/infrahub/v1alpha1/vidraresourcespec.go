@@ -79,6 +79,17 @@ type VidraResourceSpecApplyConfiguration struct {
 	// namespace is refused unless the operator allows it
 	// (--allow-cross-namespace-dependencies).
 	DependsOn []DependencyReferenceApplyConfiguration `json:"dependsOn,omitempty"`
+	// DriftPolicy is what Vidra does when someone else changes a managed
+	// object: Correct (restore it, the default) or Report (list the change in
+	// status.drift, set the Drifted condition, and leave it). Changes of the
+	// manifest are applied either way.
+	DriftPolicy *infrahubv1alpha1.DriftPolicy `json:"driftPolicy,omitempty"`
+	// Ignore hands fields of managed objects to other writers (an autoscaler
+	// on /spec/replicas, a webhook on an annotation): Vidra never changes
+	// them, and a change of them by anyone is not drift. A field the
+	// manifest also sets is given that value when Vidra creates the object,
+	// and keeps whatever value it has afterwards.
+	Ignore []IgnoreRuleApplyConfiguration `json:"ignore,omitempty"`
 }
 
 // VidraResourceSpecApplyConfiguration constructs a declarative configuration of the VidraResourceSpec type for use with
@@ -184,6 +195,27 @@ func (b *VidraResourceSpecApplyConfiguration) WithDependsOn(values ...*Dependenc
 			panic("nil value passed to WithDependsOn")
 		}
 		b.DependsOn = append(b.DependsOn, *values[i])
+	}
+	return b
+}
+
+// WithDriftPolicy sets the DriftPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DriftPolicy field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithDriftPolicy(value infrahubv1alpha1.DriftPolicy) *VidraResourceSpecApplyConfiguration {
+	b.DriftPolicy = &value
+	return b
+}
+
+// WithIgnore adds the given value to the Ignore field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Ignore field.
+func (b *VidraResourceSpecApplyConfiguration) WithIgnore(values ...*IgnoreRuleApplyConfiguration) *VidraResourceSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithIgnore")
+		}
+		b.Ignore = append(b.Ignore, *values[i])
 	}
 	return b
 }

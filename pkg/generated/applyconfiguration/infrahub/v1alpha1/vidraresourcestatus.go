@@ -55,6 +55,12 @@ type VidraResourceStatusApplyConfiguration struct {
 	// the observed generation to become healthy: spec.timeout runs from
 	// here.
 	HealthCheckStartTime *metav1.Time `json:"healthCheckStartTime,omitempty"`
+	// Drift lists, with driftPolicy Report, the managed objects that differ
+	// from the manifest because someone else changed them.
+	Drift []DriftRecordApplyConfiguration `json:"drift,omitempty"`
+	// DriftHistory holds the last 10 drift corrections, newest first: who
+	// keeps changing what.
+	DriftHistory []DriftRecordApplyConfiguration `json:"driftHistory,omitempty"`
 }
 
 // VidraResourceStatusApplyConfiguration constructs a declarative configuration of the VidraResourceStatus type for use with
@@ -142,5 +148,31 @@ func (b *VidraResourceStatusApplyConfiguration) WithLastHandledReconcileAt(value
 // If called multiple times, the HealthCheckStartTime field is set to the value of the last call.
 func (b *VidraResourceStatusApplyConfiguration) WithHealthCheckStartTime(value metav1.Time) *VidraResourceStatusApplyConfiguration {
 	b.HealthCheckStartTime = &value
+	return b
+}
+
+// WithDrift adds the given value to the Drift field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Drift field.
+func (b *VidraResourceStatusApplyConfiguration) WithDrift(values ...*DriftRecordApplyConfiguration) *VidraResourceStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDrift")
+		}
+		b.Drift = append(b.Drift, *values[i])
+	}
+	return b
+}
+
+// WithDriftHistory adds the given value to the DriftHistory field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DriftHistory field.
+func (b *VidraResourceStatusApplyConfiguration) WithDriftHistory(values ...*DriftRecordApplyConfiguration) *VidraResourceStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDriftHistory")
+		}
+		b.DriftHistory = append(b.DriftHistory, *values[i])
+	}
 	return b
 }
