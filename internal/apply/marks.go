@@ -130,3 +130,11 @@ func MarkedOwner(owners listers.VidraResourceLister, u *unstructured.Unstructure
 	}
 	return vr, true
 }
+
+// Desired returns the object Vidra applies for obj, an object of vr's
+// manifest: marked as vr's, without the fields Vidra never manages. Tools
+// that preview an apply (kubectl vidra diff) use it so that their preview
+// is what the operator would send.
+func Desired(vr *v1alpha1.VidraResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	return mark(obj, vr)
+}
