@@ -33,6 +33,12 @@ type planned struct {
 	// health is the object's kstatus health as this pass leaves it.
 	health        health.Status
 	healthMessage string
+	policy        objectPolicy
+	// ig are the fields spec.ignore hands to others, removed from obj.
+	ig ignored
+	// drift describes, before a write that corrects drift, what the write
+	// takes back.
+	drift *v1alpha1.DriftRecord
 }
 
 // observe records the health of the object as it now is: live (nil when it
@@ -79,6 +85,13 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(perrs)...)
 		return
 	}
+	rules, ierrs := compileIgnore(vr.Spec.Ignore)
+	if len(ierrs) > 0 {
+		for _, err := range ierrs {
+			pass.Out.Fail(v1alpha1.ReasonInvalidManifest, false, err)
+		}
+		return
+	}
 	resolved, rerrs := manifest.Resolve(objs, DefaultNamespace(vr), pass.Target.Mapper.Namespaced)
 	if len(rerrs) > 0 {
 		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(rerrs)...)
@@ -91,9 +104,17 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	manifest.Sort(resolved)
 
 	var stage0, stage1, crds []*planned
+	// Objects whose apply policy is Ignore are neither applied nor
+	// inventoried, so never pruned or deleted either.
+	desired := map[ObjectKey]bool{}
 	for _, o := range resolved {
 		p := &planned{obj: mark(o.Object, vr), index: o.Index, line: o.Line}
 		p.key = keyOf(p.obj)
+		desired[p.key] = true
+		if p.policy = policyOf(p.obj); p.policy.ignored {
+			continue
+		}
+		p.ig = stripIgnored(p.obj, pathsFor(rules, p.obj))
 		p.inventory = previous[p.key]
 		if isStageZero(o) {
 			stage0 = append(stage0, p)
@@ -122,10 +143,11 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	}
 	e.applyStage(ctx, pass, mapped(stage1))
 
-	desired := map[ObjectKey]bool{}
-	for _, p := range all {
-		desired[p.key] = true
+	if !pass.report {
+		clear(pass.st.reported)
 	}
+	pass.Out.Drift = pass.st.driftList(func(k ObjectKey) bool { return desired[k] })
+	pass.Out.DriftHistory = pass.st.history
 	inventory := make([]v1alpha1.ManagedResource, 0, len(all))
 	for _, p := range all {
 		if p.applied || p.inventory {

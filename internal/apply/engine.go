@@ -52,8 +52,9 @@ type Engine struct {
 	clock    clock.Clock
 	parsed   *parseCache
 
-	mu     sync.Mutex
-	states map[cache.ObjectName]*resourceState
+	mu       sync.Mutex
+	states   map[cache.ObjectName]*resourceState
+	managers managerLabels
 }
 
 // New builds an Engine.
@@ -106,14 +107,19 @@ type Pass struct {
 	overrides []string
 	// claims are the objects found owned by another live VidraResource.
 	claims []ObjectKey
+	// report: driftPolicy Report, drift is listed rather than corrected.
+	report bool
 }
 
 // NewPass starts a pass over vr's objects. overrides are the field managers
 // whose edits are taken back (config overrideManagers).
 func (e *Engine) NewPass(vr *v1alpha1.VidraResource, overrides []string) *Pass {
 	key := cache.MetaObjectToName(vr)
-	return &Pass{VR: vr, Inventory: vr.Status.ManagedResources, key: key, st: e.stateFor(key, vr.UID), overrides: overrides,
-		Out: Outcome{Inventory: vr.Status.ManagedResources}}
+	st := e.stateFor(key, vr.UID)
+	st.load(vr)
+	return &Pass{VR: vr, Inventory: vr.Status.ManagedResources, key: key, st: st, overrides: overrides,
+		report: vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport,
+		Out:    Outcome{Inventory: vr.Status.ManagedResources, Drift: vr.Status.Drift, DriftHistory: st.history}}
 }
 
 // Contended lists, sorted, the objects of the pass's resource another writer
@@ -131,9 +137,16 @@ type Outcome struct {
 	DriftDeleted, DriftEdited int
 	Pruned                    []string
 	// Released are objects that left the manifest and stay, without
-	// Vidra's marks (spec.prune false).
-	Released []string
-	Errs     []*ObjectError
+	// Vidra's marks (spec.prune false); Kept those their prune: disabled
+	// annotation kept.
+	Released, Kept []string
+	// Drift is the drift listed under driftPolicy Report, sorted, and
+	// NewDrift describes what became drift in this pass.
+	Drift    []v1alpha1.DriftRecord
+	NewDrift []string
+	// DriftHistory is the last corrections, newest first.
+	DriftHistory []v1alpha1.DriftRecord
+	Errs         []*ObjectError
 	// Inventory is the status.managedResources to write.
 	Inventory []v1alpha1.ManagedResource
 }

@@ -23,25 +23,33 @@ type handEdits struct {
 }
 
 // parseHandEdits collects the field sets of the entries whose manager is
-// one of overrides.
-func parseHandEdits(entries []metav1.ManagedFieldsEntry, overrides []string) handEdits {
+// one of overrides. keep, when not nil, trims each set to the fields that
+// count (spec.ignore hands the others to anyone); a manager left with none
+// made no hand edit.
+func parseHandEdits(entries []metav1.ManagedFieldsEntry, overrides []string, keep func(*fieldpath.Set) *fieldpath.Set) handEdits {
 	h := handEdits{fields: &fieldpath.Set{}}
 	for _, e := range entries {
 		if !slices.Contains(overrides, e.Manager) {
 			continue
 		}
+		var set *fieldpath.Set
+		if e.FieldsV1 != nil {
+			var err error
+			if set, err = parseFieldsV1(e.FieldsV1); err != nil {
+				h.unparsed = true
+				set = nil
+			} else if keep != nil {
+				if set = keep(set); set.Empty() {
+					continue
+				}
+			}
+		}
 		if !slices.Contains(h.names, e.Manager) {
 			h.names = append(h.names, e.Manager)
 		}
-		if e.FieldsV1 == nil {
-			continue
+		if set != nil {
+			h.fields = h.fields.Union(set)
 		}
-		set, err := parseFieldsV1(e.FieldsV1)
-		if err != nil {
-			h.unparsed = true
-			continue
-		}
-		h.fields = h.fields.Union(set)
 	}
 	return h
 }
@@ -219,7 +227,7 @@ func metadataKey(p fieldpath.Path) ([]string, bool) {
 // find the same hand edit on every sync. If manager's own entry cannot be
 // read, the hand-edit fields replace it; the apply that follows sets
 // manager's fields anew.
-func managedFieldsTakenOver(entries []metav1.ManagedFieldsEntry, overrides []string, manager, apiVersion string, now metav1.Time) ([]metav1.ManagedFieldsEntry, bool) {
+func managedFieldsTakenOver(entries []metav1.ManagedFieldsEntry, overrides []string, take func(*fieldpath.Set) *fieldpath.Set, manager, apiVersion string, now metav1.Time) ([]metav1.ManagedFieldsEntry, bool) {
 	taken := &fieldpath.Set{}
 	found := false
 	keep := make([]metav1.ManagedFieldsEntry, 0, len(entries)+1)
@@ -229,7 +237,19 @@ func managedFieldsTakenOver(entries []metav1.ManagedFieldsEntry, overrides []str
 			found = true
 			if e.FieldsV1 != nil {
 				if set, err := parseFieldsV1(e.FieldsV1); err == nil {
-					taken = taken.Union(set)
+					mine := set
+					if take != nil {
+						mine = take(set)
+					}
+					taken = taken.Union(mine)
+					// Fields spec.ignore hands to others stay with the
+					// manager that wrote them.
+					if rest := set.Difference(mine); !rest.Empty() {
+						if raw, err := rest.ToJSON(); err == nil {
+							e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+							keep = append(keep, e)
+						}
+					}
 				}
 			}
 			continue

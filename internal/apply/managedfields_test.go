@@ -79,7 +79,7 @@ func TestParseHandEditsManagers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := parseHandEdits(tt.entries, []string{"kubectl-edit", "kubectl-label"}).managers()
+			got := parseHandEdits(tt.entries, []string{"kubectl-edit", "kubectl-label"}, nil).managers()
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("managers (-want +got):\n%s", diff)
 			}
@@ -154,7 +154,7 @@ func TestHandEditsCoveredBy(t *testing.T) {
 			for i, f := range tt.edits {
 				entries = append(entries, fieldsEntry([]string{"kubectl-edit", "kubectl-scale"}[i%2], f))
 			}
-			h := parseHandEdits(entries, []string{"kubectl-edit", "kubectl-scale"})
+			h := parseHandEdits(entries, []string{"kubectl-edit", "kubectl-scale"}, nil)
 			if got := h.coveredBy(object(t, desired)); got != tt.want {
 				t.Errorf("coveredBy(%s) = %v, want %v", tt.edits, got, tt.want)
 			}
@@ -212,7 +212,7 @@ func TestHandEditsAddedMetadataKeys(t *testing.T) {
 			for i, f := range tt.edits {
 				entries = append(entries, fieldsEntry([]string{"kubectl-label", "kubectl-annotate"}[i%2], f))
 			}
-			h := parseHandEdits(entries, []string{"kubectl-label", "kubectl-annotate"})
+			h := parseHandEdits(entries, []string{"kubectl-label", "kubectl-annotate"}, nil)
 			got, ok := h.addedMetadataKeys(object(t, d))
 			if ok != tt.ok {
 				t.Fatalf("ok = %v, want %v (%v)", ok, tt.ok, got)
@@ -296,7 +296,7 @@ func TestManagedFieldsTakenOver(t *testing.T) {
 			for i, e := range tt.entries {
 				e.DeepCopyInto(&before[i])
 			}
-			got, ok := managedFieldsTakenOver(tt.entries, overrides, "vidra", "v1", now)
+			got, ok := managedFieldsTakenOver(tt.entries, overrides, nil, "vidra", "v1", now)
 			if diff := cmp.Diff(before, tt.entries); diff != "" {
 				t.Fatalf("entries changed in place (-before +after):\n%s", diff)
 			}
@@ -393,7 +393,7 @@ func BenchmarkParseHandEditsCoveredBy(b *testing.B) {
 	live.SetManagedFields(benchmarkEntries)
 	overrides := []string{"kubectl-edit", "kubectl-label"}
 	for b.Loop() {
-		h := parseHandEdits(live.GetManagedFields(), overrides)
+		h := parseHandEdits(live.GetManagedFields(), overrides, nil)
 		if len(h.managers()) > 0 && !h.coveredBy(desired) {
 			h.addedMetadataKeys(desired)
 		}

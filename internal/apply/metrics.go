@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the engine's Prometheus metrics: what it wrote, and why.
 type metrics struct {
 	DriftCorrections *prometheus.CounterVec
+	DriftDetected    *prometheus.CounterVec
 	Applies          *prometheus.CounterVec
 	Prunes           *prometheus.CounterVec
 }
@@ -16,6 +17,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "vidra_drift_corrections_total",
 			Help: "Managed objects put back after they were changed or deleted by someone else, by kind.",
 		}, []string{"kind"}),
+		DriftDetected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vidra_drift_detected_total",
+			Help: "Changes of managed objects by someone else that Vidra found, corrected or (driftPolicy Report) reported, by kind and by the field manager that made them (at most 32 names; later ones are \"other\").",
+		}, []string{"kind", "manager"}),
 		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_applies_total",
 			Help: "Server-side apply requests, by result.",
@@ -26,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DriftCorrections, m.Applies, m.Prunes)
+		reg.MustRegister(m.DriftCorrections, m.DriftDetected, m.Applies, m.Prunes)
 	}
 	return m
 }

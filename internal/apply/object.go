@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/vidra-operator/vidra/internal/health"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -43,6 +45,28 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 			delete(pass.st.unmanaged, p.key)
 		}
 	}
+	rec, known := pass.st.applied[p.key]
+	// unchanged: the manifest's object is the one Vidra last applied (or,
+	// after a restart, the generation status describes), so a write would
+	// only undo someone else's change: drift.
+	unchanged := known && rec.hash == hash
+	if !known {
+		unchanged = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
+	}
+	if absent && pass.report && unchanged && p.inventory {
+		// A cache can lag a creation; a deletion is reported only once a
+		// read confirms it.
+		if live, _, err = e.getLive(ctx, pass, p); err != nil {
+			return fail(fmt.Errorf("read: %w", err))
+		}
+		if live == nil {
+			e.reportDrift(pass, p, driftOf(p, nil, handEdits{}, e.clock.Now()))
+			p.applied = true
+			p.health, p.healthMessage = health.Of(nil)
+			return nil
+		}
+		absent = false
+	}
 	if absent {
 		found, oerr := e.applyAbsent(ctx, pass, p, hash)
 		if found == nil {
@@ -54,10 +78,41 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 	} else if oerr := e.checkOwner(ctx, pass, live, p); oerr != nil {
 		return oerr
 	}
-	rec, known := pass.st.applied[p.key]
+	if live != nil && p.policy.createOnly {
+		// apply: IfNotPresent: created when missing, never changed
+		// afterwards, whoever changes it.
+		pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
+		delete(pass.st.reported, p.key)
+		p.applied = true
+		p.observe(live, 0)
+		return nil
+	}
 	if live != nil {
-		hand := parseHandEdits(live.GetManagedFields(), pass.overrides)
+		hand := parseHandEdits(live.GetManagedFields(), pass.overrides, p.notIgnored)
 		edits := hand.managers()
+		inSync := len(edits) == 0 &&
+			((known && rec.rv == live.GetResourceVersion() && rec.hash == hash) ||
+				// Not after the manifest changed since Vidra's last apply: a
+				// field it dropped is still in live, so live contains the new
+				// object, and only an apply removes that field.
+				(isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash)))
+		if inSync {
+			pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
+			delete(pass.st.reported, p.key)
+			p.applied = true
+			p.observe(live, 0)
+			return nil
+		}
+		if unchanged {
+			d := driftOf(p, live, hand, e.clock.Now())
+			if pass.report {
+				e.reportDrift(pass, p, d)
+				p.applied = true
+				p.observe(live, 0)
+				return nil
+			}
+			p.drift = &d
+		}
 		switch {
 		case len(edits) > 0 && hand.coveredBy(p.obj.Object):
 			// The forced apply below takes every hand-edited field back.
@@ -78,23 +133,11 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 			if err := e.takeOver(ctx, pass, p, live); err != nil {
 				return fail(fmt.Errorf("take back fields of %s: %w", strings.Join(edits, ", "), err))
 			}
-		case known && rec.rv == live.GetResourceVersion() && rec.hash == hash:
-			p.applied = true
-			p.observe(live, 0)
-			return nil
-		case isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash):
-			// Not after the manifest changed since Vidra's last apply: a field
-			// it dropped is still in live, so live contains the new object,
-			// and only an apply removes that field.
-			pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
-			p.applied = true
-			p.observe(live, 0)
-			return nil
 		}
 	}
 
 	resp, err := e.applyMeta(ctx, pass, p, live)
-	if err != nil && isImmutable(err) && pass.VR.Spec.Force && live != nil {
+	if err != nil && isImmutable(err) && (pass.VR.Spec.Force || p.policy.force) && live != nil {
 		logger.Info("Recreating object to change an immutable field (spec.force)")
 		if err := e.recreate(ctx, pass, p, live); err != nil {
 			return fail(err)
@@ -125,6 +168,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	p.observe(live, generation)
 	prev, known := pass.st.applied[p.key]
 	pass.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
+	delete(pass.st.reported, p.key)
 	p.applied = true
 	if live != nil && rv == live.GetResourceVersion() {
 		return
@@ -145,19 +189,46 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 		drift = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
 	}
 	if drift {
-		how := "edited"
 		if live == nil {
-			how = "deleted"
 			pass.Out.DriftDeleted++
 		} else {
 			pass.Out.DriftEdited++
 		}
-		pass.Out.Drifted = append(pass.Out.Drifted, fmt.Sprintf("%s (%s)", p.key, how))
+		d := p.drift
+		if d == nil {
+			r := driftOf(p, live, handEdits{fields: &fieldpath.Set{}}, e.clock.Now())
+			d = &r
+		}
+		pass.Out.Drifted = append(pass.Out.Drifted, DescribeDrift(*d))
 		e.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()
+		e.metrics.DriftDetected.WithLabelValues(p.key.kind, e.managers.label(d.Manager)).Inc()
+		pass.st.remember(*d)
 		if live != nil {
-			pass.st.corrected(p.key, lastWriter(live), e.clock.Now())
+			pass.st.corrected(p.key, lastWriter(live), d.Fields, e.clock.Now())
 		}
 	}
+}
+
+// reportDrift lists p's drift under driftPolicy Report, and counts and
+// announces it when it is new.
+func (e *Engine) reportDrift(pass *Pass, p *planned, d v1alpha1.DriftRecord) {
+	if pass.st.report(p.key, d) {
+		pass.Out.NewDrift = append(pass.Out.NewDrift, DescribeDrift(d))
+		e.metrics.DriftDetected.WithLabelValues(p.key.kind, e.managers.label(d.Manager)).Inc()
+	}
+}
+
+// DescribeDrift says in a few words what changed and who changed it.
+func DescribeDrift(d v1alpha1.DriftRecord) string {
+	key := recordKey(d)
+	if d.Deleted {
+		return key.String() + " (deleted)"
+	}
+	s := key.String() + " (" + strings.Join(d.Fields, ", ")
+	if d.Manager != "" {
+		s += " by " + d.Manager
+	}
+	return s + ")"
 }
 
 // applyAbsent creates an object that no cache or read has shown, in one
@@ -207,14 +278,25 @@ const createOnlyVersion = "9223372036854775807"
 // neither field in managedFields.
 func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
 	obj := maps.Clone(p.obj.Object)
+	fromLive := false
+	if len(p.ig.seeds) > 0 {
+		obj = p.obj.DeepCopy().Object
+		fromLive = p.ig.withIgnored(obj, p.obj.Object, live)
+	}
 	md, _ := obj["metadata"].(map[string]any)
 	md = maps.Clone(md)
 	if md == nil {
 		md = map[string]any{}
 	}
-	if live == nil {
+	switch {
+	case live == nil:
 		md["resourceVersion"] = createOnlyVersion
-	} else {
+	case fromLive:
+		// The ignored fields carry live's values, which a write since
+		// would make stale: apply at live's version only.
+		md["uid"] = string(live.GetUID())
+		md["resourceVersion"] = live.GetResourceVersion()
+	default:
 		md["uid"] = string(live.GetUID())
 	}
 	obj["metadata"] = md
@@ -249,7 +331,7 @@ func (e *Engine) takeOver(ctx context.Context, pass *Pass, p *planned, cached *u
 	if err != nil {
 		return err
 	}
-	entries, ok := managedFieldsTakenOver(live.GetManagedFields(), pass.overrides, v1alpha1.FieldManager, live.GetAPIVersion(), metav1.NewTime(e.clock.Now()))
+	entries, ok := managedFieldsTakenOver(live.GetManagedFields(), pass.overrides, p.notIgnored, v1alpha1.FieldManager, live.GetAPIVersion(), metav1.NewTime(e.clock.Now()))
 	if !ok {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,6 +38,9 @@ const (
 	// handedOver: another VidraResource declares the object, and now owns
 	// it.
 	handedOver
+	// keptByAnnotation: released, not deleted, because the object's
+	// prune: disabled annotation asks so.
+	keptByAnnotation
 )
 
 // prune deletes (or, with spec.prune false, releases) the objects of the
@@ -71,6 +75,8 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 			pass.Out.Pruned = append(pass.Out.Pruned, key.String())
 		case released:
 			pass.Out.Released = append(pass.Out.Released, key.String())
+		case keptByAnnotation:
+			pass.Out.Kept = append(pass.Out.Kept, key.String())
 		}
 		if what != nothingToLetGo {
 			pass.Out.Changed++
@@ -138,6 +144,10 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	if !del {
 		logger.V(2).Info("Releasing object")
 		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
+	}
+	if pruneDisabled(live) && live.GetDeletionTimestamp() == nil {
+		logger.V(2).Info("Releasing object instead of deleting it", "annotation", v1alpha1.PrunePolicyAnnotation)
+		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return deleted, nil
@@ -250,6 +260,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		}
 	}
 	var errs []error
+	var keptNames []string
 	terminating := namespacesTerminating(ctx, target)
 	for _, m := range items {
 		if del && m.Namespace != "" && terminating(m.Namespace) {
@@ -261,9 +272,16 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			failed = append(failed, m)
 			continue
 		}
-		if what == deleted {
+		switch what {
+		case deleted:
 			pending++
+		case keptByAnnotation:
+			keptNames = append(keptNames, inventoryKey(m).String())
 		}
+	}
+	if len(keptNames) > 0 {
+		e.event(vr, false, "Kept", "Kept %d objects whose annotation %s is disabled, without Vidra's marks: %s",
+			len(keptNames), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
 	}
 	return pending, failed, errors.Join(errs...)
 }

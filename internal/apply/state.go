@@ -43,15 +43,22 @@ type resourceState struct {
 	// engine's mu.
 	claims        map[ObjectKey]bool
 	claimsCluster string
+	// history are the last drift corrections, newest first, and reported
+	// the drift listed under driftPolicy Report; both start from the
+	// resource's status (load).
+	history  []v1alpha1.DriftRecord
+	reported map[ObjectKey]v1alpha1.DriftRecord
+	loaded   bool
 }
 
 type editHistory struct {
 	times  []time.Time
 	writer string
+	fields []string
 }
 
 // corrected records that Vidra restored an object someone edited.
-func (st *resourceState) corrected(key ObjectKey, writer string, now time.Time) {
+func (st *resourceState) corrected(key ObjectKey, writer string, fields []string, now time.Time) {
 	if st.edits == nil {
 		st.edits = map[ObjectKey]*editHistory{}
 	}
@@ -62,6 +69,7 @@ func (st *resourceState) corrected(key ObjectKey, writer string, now time.Time) 
 	}
 	h.times = append(h.times, now)
 	h.writer = writer
+	h.fields = fields
 }
 
 // contended lists, sorted, the objects another writer keeps changing, and
@@ -75,8 +83,12 @@ func (st *resourceState) contended(now time.Time) []string {
 			continue
 		}
 		if len(h.times) >= contentionEdits {
-			out = append(out, fmt.Sprintf("%s was changed by %s %d times in %s; Vidra restores it each time (remove the field from the manifest, or stop the other writer)",
-				key, h.writer, len(h.times), contentionWindow))
+			what := ""
+			if len(h.fields) > 0 {
+				what = " (" + strings.Join(h.fields, ", ") + ")"
+			}
+			out = append(out, fmt.Sprintf("%s%s was changed by %s %d times in %s; Vidra restores it each time (hand the fields to that writer with spec.ignore, remove them from the manifest, or stop the other writer)",
+				key, what, h.writer, len(h.times), contentionWindow))
 		}
 	}
 	slices.Sort(out)

@@ -637,6 +637,16 @@ metadata:
 			},
 		},
 		{
+			name: "policy annotations with unknown keys and values",
+			manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    vidra.infrahub.operators.com/apply: IfNotPresent\n    vidra.infrahub.operators.com/prune: Disabled\n---\n" +
+				"apiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n  annotations:\n    vidra.infrahub.operators.com/prnue: disabled\n    vidra.infrahub.operators.com/apply: Never\n    vidra.infrahub.operators.com/force: enabled\n    example.com/apply: anything\n",
+			want: ErrorList{
+				invalid(0, 7, `metadata.annotations["vidra.infrahub.operators.com/prune"]`, `"Disabled" is not a value of this annotation: want disabled or enabled`),
+				invalid(1, 14, `metadata.annotations["vidra.infrahub.operators.com/prnue"]`, "unknown Vidra annotation; the known ones are vidra.infrahub.operators.com/apply (IfNotPresent or Ignore), vidra.infrahub.operators.com/prune (disabled) and vidra.infrahub.operators.com/force (enabled)"),
+				invalid(1, 15, `metadata.annotations["vidra.infrahub.operators.com/apply"]`, `"Never" is not a value of this annotation: want IfNotPresent or Ignore`),
+			},
+		},
+		{
 			name:     "duplicate keys in YAML",
 			manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: one\n  k: two\n",
 			want:     ErrorList{invalid(0, 7, "data.k", "this key is given twice (first on line 6)")},

@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,7 +73,51 @@ func (p *parser) validate(m map[string]any, index int, pos position) bool {
 			report(joinKey("metadata."+field, *pr.key), pr.msg, "metadata", field, *pr.key)
 		}
 	}
+	if a, ok := meta["annotations"].(map[string]any); ok {
+		for _, pr := range checkPolicies(a) {
+			report(joinKey("metadata.annotations", *pr.key), pr.msg, "metadata", "annotations", *pr.key)
+		}
+	}
 	return valid
+}
+
+// policyPrefix is the prefix of the annotations that set an object's
+// policy in a manifest.
+const policyPrefix = "vidra.infrahub.operators.com/"
+
+// policyValues are the values each policy annotation takes. A typo in a
+// key or a value must be an error: silently ignored, it would let an
+// object Vidra was told to keep be pruned.
+var policyValues = map[string][]string{
+	"apply": {"IfNotPresent", "Ignore"},
+	"prune": {"disabled", "enabled"},
+	"force": {"enabled", "disabled"},
+	// requested-at asks a VidraResource for a reconcile; a manifest may
+	// hold VidraResources.
+	"requested-at": nil,
+}
+
+// checkPolicies returns the problems of the policy annotations among a, in
+// key order.
+func checkPolicies(a map[string]any) []mapProblem {
+	var problems []mapProblem
+	for k, v := range a {
+		name, ok := strings.CutPrefix(k, policyPrefix)
+		if !ok {
+			continue
+		}
+		values, known := policyValues[name]
+		s, _ := v.(string)
+		switch {
+		case !known:
+			problems = append(problems, mapProblem{key: &k, msg: "unknown Vidra annotation; the known ones are " +
+				policyPrefix + "apply (IfNotPresent or Ignore), " + policyPrefix + "prune (disabled) and " + policyPrefix + "force (enabled)"})
+		case values != nil && !slices.Contains(values, s):
+			problems = append(problems, mapProblem{key: &k, msg: fmt.Sprintf("%q is not a value of this annotation: want %s", s, strings.Join(values, " or "))})
+		}
+	}
+	sort.Slice(problems, func(i, j int) bool { return *problems[i].key < *problems[j].key })
+	return problems
 }
 
 // requiredString returns m[key] if it is a non-empty string, else a message

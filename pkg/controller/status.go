@@ -67,6 +67,24 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
+	st.DriftHistory = r.Out.DriftHistory
+	if vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport {
+		st.Drift = r.Out.Drift
+		if n := len(st.Drift); n > 0 {
+			descs := make([]string, n)
+			for i, d := range st.Drift {
+				descs[i] = apply.DescribeDrift(d)
+			}
+			set(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected,
+				fmt.Sprintf("%s differ from the manifest and are left as they are (spec.driftPolicy is Report; set it to Correct to restore them): %s",
+					count(n, "object"), strings.Join(descs, "; ")))
+		} else {
+			set(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "Every object is as the manifest says")
+		}
+	} else {
+		st.Drift = nil
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionDrifted)
+	}
 	hs := summarizeHealth(r.Out.Inventory)
 	set(v1alpha1.ConditionHealthy, hs.status, hs.reason, hs.message)
 	waiting := vr.Spec.Wait && hs.status != metav1.ConditionTrue
@@ -157,7 +175,14 @@ func needsPerson(e *apply.ObjectError) bool {
 func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatus) {
 	vr, out := r.VR, &r.Out
 	if len(out.Drifted) > 0 {
-		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.Drifted, ", ")))
+		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.Drifted, "; ")))
+	}
+	if len(out.NewDrift) > 0 {
+		c.event(vr, true, "DriftDetected", "Found drift and left it in place (spec.driftPolicy is Report): %s", truncate(strings.Join(out.NewDrift, "; ")))
+	}
+	if len(out.Kept) > 0 {
+		c.event(vr, false, "Kept", "Kept %s that left the manifest, as their annotation %s asks, without Vidra's marks: %s",
+			count(len(out.Kept), "object"), v1alpha1.PrunePolicyAnnotation, truncate(strings.Join(out.Kept, ", ")))
 	}
 	// Restored objects have their own Event; Applied tells of the rest.
 	created, configured := out.Created-out.DriftDeleted, out.Configured-out.DriftEdited

@@ -188,8 +188,7 @@ type IgnoreRule struct {
 
 // IgnoreTarget selects objects of a manifest; every field set must match.
 type IgnoreTarget struct {
-	// Group of the objects' API version; "" is the core group only when
-	// Kind is set too.
+	// Group of the objects' API version; empty matches every group.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Group string `json:"group,omitempty"`

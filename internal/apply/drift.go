@@ -1,0 +1,295 @@
+package apply
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+const (
+	// historySize is how many drift corrections status.driftHistory keeps.
+	historySize = 10
+	// maxDriftFields bounds the fields one drift record lists: a replaced
+	// object would list all of them, and status has a size limit.
+	maxDriftFields = 16
+	// maxManagerLabels bounds the manager label values of the drift
+	// metric. Any client names its field manager freely, so a tenant could
+	// otherwise grow the operator's metrics without bound.
+	maxManagerLabels = 32
+)
+
+// driftOf describes how live differs from p's desired object, to be listed
+// (driftPolicy Report) or recorded with its correction. live nil means the
+// object was deleted. hand are live's hand edits, without ignored fields.
+func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now time.Time) v1alpha1.DriftRecord {
+	r := v1alpha1.DriftRecord{APIVersion: p.obj.GetAPIVersion(), Kind: p.obj.GetKind(), Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()}
+	if live == nil {
+		r.Deleted, r.Time = true, metav1.NewTime(now)
+		return r
+	}
+	var fields []string
+	diffPointers(p.obj.Object, live.Object, nil, &fields)
+	if !hand.unparsed {
+		var added []fieldpath.Path
+		leavesNotIn(hand.fields.Leaves(), p.obj.Object, nil, &added)
+		for _, fp := range added {
+			if ptr, ok := pointerOf(p.obj.Object, live.Object, fp); ok && !slices.Contains(fields, ptr.String()) {
+				fields = append(fields, ptr.String())
+			}
+		}
+	}
+	if len(fields) > maxDriftFields {
+		fields = append(fields[:maxDriftFields-1], "…")
+	}
+	r.Fields = fields
+	r.Manager, r.Time = changedBy(p, live, fields, now)
+	return r
+}
+
+// changedBy names the field manager that owns the first of fields on live,
+// when its managedFields tell (the cache keeps the field sets of hand-edit
+// managers only), else the last writer other than Vidra; and the time of
+// its last write.
+func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now time.Time) (string, metav1.Time) {
+	entries := live.GetManagedFields()
+	if len(fields) > 0 {
+		if ptr, err := parsePointer(fields[0]); err == nil {
+			for _, e := range entries {
+				if isVidraManager(e.Manager) || e.FieldsV1 == nil || e.Subresource != "" {
+					continue
+				}
+				set, err := parseFieldsV1(e.FieldsV1)
+				if err != nil {
+					continue
+				}
+				if fp, ok := pathIn(set, p.obj.Object, ptr); ok && hasPrefix(set, fp) {
+					return e.Manager, timeOr(e.Time, now)
+				}
+			}
+		}
+	}
+	var who string
+	at := metav1.NewTime(now)
+	var latest time.Time
+	for _, e := range entries {
+		if isVidraManager(e.Manager) || e.Time == nil || e.Subresource == "status" {
+			continue
+		}
+		if who == "" || e.Time.After(latest) {
+			who, latest, at = e.Manager, e.Time.Time, *e.Time
+		}
+	}
+	return who, at
+}
+
+// hasPrefix reports whether set holds a field at or below fp.
+func hasPrefix(set *fieldpath.Set, fp fieldpath.Path) bool {
+	found := false
+	set.Iterate(func(q fieldpath.Path) {
+		if !found && len(q) >= len(fp) && q[:len(fp)].Equals(fp) {
+			found = true
+		}
+	})
+	return found
+}
+
+func timeOr(t *metav1.Time, now time.Time) metav1.Time {
+	if t == nil {
+		return metav1.NewTime(now)
+	}
+	return *t
+}
+
+// diffPointers appends the pointers of the fields desired sets that live
+// does not have, with the same value (see isSubset): lists of the same
+// length are compared item by item, others as a whole.
+func diffPointers(desired, live any, at pointer, out *[]string) {
+	if len(*out) > maxDriftFields {
+		return
+	}
+	add := func(p pointer) { *out = append(*out, p.String()) }
+	switch d := desired.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			add(at)
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(d)) {
+			dv := d[k]
+			lv, present := l[k]
+			p := append(slices.Clip(at), k)
+			switch {
+			case dv == nil:
+				if present && lv != nil {
+					add(p)
+				}
+			case !present:
+				add(p)
+			default:
+				diffPointers(dv, lv, p, out)
+			}
+		}
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(d) {
+			add(at)
+			return
+		}
+		for i := range d {
+			diffPointers(d[i], l[i], append(slices.Clip(at), strconv.Itoa(i)), out)
+		}
+	default:
+		if !isSubset(desired, live) {
+			add(at)
+		}
+	}
+}
+
+// pointerOf converts fp, a path of live's field set, to a JSON pointer. A
+// list item is given its position in desired's list when desired has it,
+// the form spec.ignore takes, else its position in live.
+func pointerOf(desired, live any, fp fieldpath.Path) (pointer, bool) {
+	var out pointer
+	for _, pe := range fp {
+		if pe.FieldName != nil {
+			out = append(out, *pe.FieldName)
+			desired, _ = step(desired, *pe.FieldName)
+			live, _ = step(live, *pe.FieldName)
+			continue
+		}
+		matches := func(i int, item any) bool {
+			m, _ := item.(map[string]any)
+			switch {
+			case pe.Key != nil:
+				return m != nil && keyMatches(m, *pe.Key)
+			case pe.Value != nil:
+				return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
+			case pe.Index != nil:
+				return i == *pe.Index
+			}
+			return false
+		}
+		at := -1
+		dl, _ := desired.([]any)
+		ll, _ := live.([]any)
+		for i, item := range dl {
+			if matches(i, item) {
+				at, desired = i, item
+				break
+			}
+		}
+		for i, item := range ll {
+			if matches(i, item) {
+				if at < 0 {
+					at, desired = i, nil
+				}
+				live = item
+				break
+			}
+		}
+		if at < 0 {
+			return nil, false
+		}
+		out = append(out, strconv.Itoa(at))
+	}
+	return out, true
+}
+
+// remember records a correction in the resource's history, newest first.
+func (st *resourceState) remember(r v1alpha1.DriftRecord) {
+	st.history = slices.Insert(st.history, 0, r)
+	if len(st.history) > historySize {
+		st.history = st.history[:historySize]
+	}
+}
+
+// load takes what the engine remembers of drift from the resource's status
+// the first time the engine sees it (after a restart): later passes trust
+// their own memory over a cache that may not show the last status write.
+func (st *resourceState) load(vr *v1alpha1.VidraResource) {
+	if st.loaded {
+		return
+	}
+	st.loaded = true
+	st.history = slices.Clone(vr.Status.DriftHistory)
+	for _, r := range vr.Status.Drift {
+		if st.reported == nil {
+			st.reported = map[ObjectKey]v1alpha1.DriftRecord{}
+		}
+		st.reported[recordKey(r)] = r
+	}
+}
+
+func recordKey(r v1alpha1.DriftRecord) ObjectKey {
+	return inventoryKey(v1alpha1.ManagedResource{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+}
+
+// report lists an object's drift (driftPolicy Report). It returns whether
+// the record is new or changed: a new drift to announce. An unchanged
+// drift keeps the time it was first seen.
+func (st *resourceState) report(key ObjectKey, r v1alpha1.DriftRecord) bool {
+	if st.reported == nil {
+		st.reported = map[ObjectKey]v1alpha1.DriftRecord{}
+	}
+	prev, ok := st.reported[key]
+	if ok && prev.Deleted == r.Deleted && prev.Manager == r.Manager && slices.Equal(prev.Fields, r.Fields) {
+		return false
+	}
+	st.reported[key] = r
+	return true
+}
+
+// driftList returns the reported drift of the objects in keep, sorted by
+// object, and forgets the rest.
+func (st *resourceState) driftList(keep func(ObjectKey) bool) []v1alpha1.DriftRecord {
+	var out []v1alpha1.DriftRecord
+	for k, r := range st.reported {
+		if !keep(k) {
+			delete(st.reported, k)
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.DriftRecord) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// managerLabels bounds the distinct manager label values of the drift
+// metric: the first maxManagerLabels names seen keep theirs, later ones are
+// counted as "other".
+type managerLabels struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (m *managerLabels) label(manager string) string {
+	if manager == "" {
+		return "unknown"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[manager] {
+		return manager
+	}
+	if len(m.seen) >= maxManagerLabels {
+		return "other"
+	}
+	if m.seen == nil {
+		m.seen = map[string]bool{}
+	}
+	m.seen[manager] = true
+	return manager
+}
