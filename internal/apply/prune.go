@@ -249,6 +249,10 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		inv := inventorySet(items)
 		for _, o := range objs {
 			u := mark(o.Object, vr)
+			if policyOf(u).ignored {
+				// Never Vidra's to touch, even when its marks say so.
+				continue
+			}
 			if u.GetNamespace() == "" {
 				if ns, err := target.Mapper.Namespaced(u.GroupVersionKind()); err == nil && ns {
 					u.SetNamespace(DefaultNamespace(vr))

@@ -517,8 +517,8 @@ func TestAnotherWriterFightingOverAFieldIsReportedAsConflict(t *testing.T) {
 		})
 	}
 	vr := waitVR(t, ns, "fight", "reported the contention", hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict))
-	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); !strings.Contains(c.Message, "rival-controller") {
-		t.Errorf("conflict does not name the other writer: %q", c.Message)
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); !strings.Contains(c.Message, "rival-controller") || !strings.Contains(c.Message, "(/data/mode)") {
+		t.Errorf("conflict does not name the other writer and the field: %q", c.Message)
 	}
 	if !isReady(vr) {
 		t.Errorf("the resource is in sync and should stay Ready: %+v", vr.Status.Conditions)

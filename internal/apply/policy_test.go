@@ -1,0 +1,242 @@
+package apply
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+func TestParsePointer(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    pointer
+		wantErr bool
+	}{
+		{in: "/spec/replicas", want: pointer{"spec", "replicas"}},
+		{in: "/metadata/annotations/sidecar.istio.io~1status", want: pointer{"metadata", "annotations", "sidecar.istio.io/status"}},
+		{in: "/a~0b", want: pointer{"a~b"}},
+		{in: "/", want: pointer{""}},
+		{in: "spec/replicas", wantErr: true},
+		{in: "/a~2", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parsePointer(tt.in)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && !reflect.DeepEqual(got, tt.want)) {
+			t.Errorf("parsePointer(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err == nil && got.String() != tt.in {
+			t.Errorf("pointer %q does not round-trip: %q", tt.in, got.String())
+		}
+	}
+}
+
+func TestCompileIgnoreRefusesIdentityAndMarks(t *testing.T) {
+	rules := []v1alpha1.IgnoreRule{
+		{Paths: []string{"/spec/replicas", "/metadata/name", "/metadata/labels", "/metadata/labels/app.kubernetes.io~1managed-by", "/kind", "/metadata", "/metadata/labels/team"}},
+		{Target: v1alpha1.IgnoreTarget{LabelSelector: "app in (a"}, Paths: []string{"/data"}},
+		{Paths: []string{"no-slash"}},
+	}
+	got, errs := compileIgnore(rules)
+	var msgs []string
+	for _, err := range errs {
+		msgs = append(msgs, err.Error())
+	}
+	wantPrefixes := []string{
+		"spec.ignore[0].paths[1]: /metadata/name holds the object's identity",
+		"spec.ignore[0].paths[2]: /metadata/labels holds",
+		"spec.ignore[0].paths[3]: /metadata/labels/app.kubernetes.io~1managed-by holds",
+		"spec.ignore[0].paths[4]: /kind holds",
+		"spec.ignore[0].paths[5]: /metadata holds",
+		"spec.ignore[1].target.labelSelector: ",
+		`spec.ignore[2].paths[0]: "no-slash" is not a JSON pointer`,
+	}
+	if len(msgs) != len(wantPrefixes) {
+		t.Fatalf("errors:\n%s", strings.Join(msgs, "\n"))
+	}
+	for i, w := range wantPrefixes {
+		if !strings.HasPrefix(msgs[i], w) {
+			t.Errorf("error %d = %q, want prefix %q", i, msgs[i], w)
+		}
+	}
+	if len(got) == 0 || !reflect.DeepEqual(got[0].paths, []pointer{{"spec", "replicas"}, {"metadata", "labels", "team"}}) {
+		t.Errorf("allowed paths = %v", got)
+	}
+}
+
+func obj(y map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: y} }
+
+func deployment() *unstructured.Unstructured {
+	return obj(map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "labels": map[string]any{"app": "web"}},
+		"spec": map[string]any{
+			"replicas": int64(3),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "web", "image": "web:1"},
+			}}},
+		},
+	})
+}
+
+func TestPathsForMatchesTargets(t *testing.T) {
+	rules, errs := compileIgnore([]v1alpha1.IgnoreRule{
+		{Target: v1alpha1.IgnoreTarget{Kind: "Deployment", Name: "web"}, Paths: []string{"/spec/replicas"}},
+		{Target: v1alpha1.IgnoreTarget{Group: "apps", Namespace: "other"}, Paths: []string{"/a"}},
+		{Target: v1alpha1.IgnoreTarget{LabelSelector: "app=web"}, Paths: []string{"/b"}},
+		{Target: v1alpha1.IgnoreTarget{LabelSelector: "app=db"}, Paths: []string{"/c"}},
+		{Paths: []string{"/d"}},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := pathsFor(rules, deployment())
+	want := []pointer{{"spec", "replicas"}, {"b"}, {"d"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pathsFor = %v, want %v", got, want)
+	}
+}
+
+func TestIgnoredFieldsAreSeededThenTakenFromLive(t *testing.T) {
+	d := deployment()
+	ig := stripIgnored(d, []pointer{{"spec", "replicas"}, {"spec", "template", "spec", "containers", "0", "image"}, {"spec", "paused"}})
+	if _, ok := d.Object["spec"].(map[string]any)["replicas"]; ok {
+		t.Fatal("replicas not removed from the object to apply")
+	}
+	if len(ig.seeds) != 2 {
+		t.Fatalf("seeds = %v, want replicas and image (paused is not in the manifest)", ig.seeds)
+	}
+
+	created := d.DeepCopy().Object
+	if ig.withIgnored(created, d.Object, nil) {
+		t.Error("a creation took values from live")
+	}
+	if v, _ := lookup(created, pointer{"spec", "replicas"}); v != int64(3) {
+		t.Errorf("created with replicas %v, want the manifest's 3", v)
+	}
+
+	// A sidecar injected before the container: the image is found by name.
+	live := deployment()
+	live.Object["spec"].(map[string]any)["replicas"] = int64(7)
+	live.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"] = []any{
+		map[string]any{"name": "proxy", "image": "proxy:9"},
+		map[string]any{"name": "web", "image": "web:2"},
+	}
+	updated := d.DeepCopy().Object
+	if !ig.withIgnored(updated, d.Object, live) {
+		t.Error("an update did not take values from live")
+	}
+	if v, _ := lookup(updated, pointer{"spec", "replicas"}); v != int64(7) {
+		t.Errorf("replicas = %v, want live's 7", v)
+	}
+	if v, _ := lookup(updated, pointer{"spec", "template", "spec", "containers", "0", "image"}); v != "web:2" {
+		t.Errorf("image = %v, want the live web container's web:2", v)
+	}
+}
+
+func TestHandEditsOfIgnoredFieldsDoNotCount(t *testing.T) {
+	d := deployment()
+	p := &planned{obj: d}
+	p.ig = stripIgnored(d, []pointer{{"spec", "replicas"}, {"spec", "template", "spec", "containers", "0", "image"}})
+	entries := []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-scale", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}},
+		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:metadata":{"f:labels":{"f:team":{}}},"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:image":{}}}}}}}`)}},
+	}
+	h := parseHandEdits(entries, []string{"kubectl-scale", "kubectl-edit"}, p.notIgnored)
+	if got := h.managers(); !reflect.DeepEqual(got, []string{"kubectl-edit"}) {
+		t.Errorf("managers = %v, want only kubectl-edit: kubectl-scale changed an ignored field only", got)
+	}
+	want := &fieldpath.Set{}
+	want.Insert(fieldpath.MakePathOrDie("metadata", "labels", "team"))
+	if !h.fields.Leaves().Equals(want) {
+		t.Errorf("hand-edited fields = %v, want only the label", h.fields.Leaves())
+	}
+
+	// Taking the fields over leaves the ignored ones with their writer.
+	taken, ok := managedFieldsTakenOver(entries, []string{"kubectl-scale", "kubectl-edit"}, p.notIgnored, "vidra", "apps/v1", metav1.Now())
+	if !ok {
+		t.Fatal("nothing taken over")
+	}
+	var managers []string
+	for _, e := range taken {
+		managers = append(managers, e.Manager+":"+string(e.FieldsV1.Raw))
+	}
+	joined := strings.Join(managers, " ")
+	if !strings.Contains(joined, `kubectl-scale:{"f:spec":{"f:replicas":{}}}`) || !strings.Contains(joined, `kubectl-edit:{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:image":{}}}}}}}`) ||
+		!strings.Contains(joined, `vidra:{"f:metadata":{"f:labels":{"f:team":{}}}}`) {
+		t.Errorf("entries after the take-over: %s", joined)
+	}
+}
+
+func TestDriftOfNamesFieldsAndManager(t *testing.T) {
+	d := deployment()
+	p := &planned{obj: d}
+	live := deployment()
+	live.Object["spec"].(map[string]any)["replicas"] = int64(5)
+	live.Object["metadata"].(map[string]any)["labels"].(map[string]any)["team"] = "x"
+	at := metav1.Now()
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "vidra", Operation: metav1.ManagedFieldsOperationApply, Time: &at},
+		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:team":{}}},"f:spec":{"f:replicas":{}}}`)}},
+	})
+	h := parseHandEdits(live.GetManagedFields(), []string{"kubectl-edit"}, nil)
+	r := driftOf(p, live, h, at.Time)
+	if !reflect.DeepEqual(r.Fields, []string{"/spec/replicas", "/metadata/labels/team"}) || r.Manager != "kubectl-edit" || r.Deleted {
+		t.Errorf("drift = %+v", r)
+	}
+	if got := DescribeDrift(r); got != "Deployment shop/web (/spec/replicas, /metadata/labels/team by kubectl-edit)" {
+		t.Errorf("DescribeDrift = %q", got)
+	}
+	gone := driftOf(p, nil, handEdits{}, at.Time)
+	if !gone.Deleted || DescribeDrift(gone) != "Deployment shop/web (deleted)" {
+		t.Errorf("deleted drift = %+v", gone)
+	}
+}
+
+func TestDiffPointersWalksListsOfEqualLength(t *testing.T) {
+	desired := deployment().Object
+	live := deployment().Object
+	live["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "web:2"
+	live["spec"].(map[string]any)["extra"] = "not in the manifest"
+	var got []string
+	diffPointers(desired, live, nil, &got)
+	if want := []string{"/spec/template/spec/containers/0/image"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("diffPointers = %v, want %v", got, want)
+	}
+}
+
+func TestPointerOfUsesTheManifestsPositions(t *testing.T) {
+	desired := deployment().Object
+	live := deployment().Object
+	live["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"] = []any{
+		map[string]any{"name": "proxy"}, map[string]any{"name": "web", "env": []any{map[string]any{"name": "A"}}},
+	}
+	fp := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "web"), "env", fieldpath.KeyByFields("name", "A"))
+	got, ok := pointerOf(desired, live, fp)
+	if !ok || got.String() != "/spec/template/spec/containers/0/env/0" {
+		t.Errorf("pointerOf = %v, %v", got, ok)
+	}
+}
+
+func TestManagerLabelsAreBounded(t *testing.T) {
+	var m managerLabels
+	for i := range maxManagerLabels {
+		m.label(strings.Repeat("m", i+1))
+	}
+	if got := m.label("one-too-many"); got != "other" {
+		t.Errorf("label = %q, want other", got)
+	}
+	if got := m.label("m"); got != "m" {
+		t.Errorf("a known manager lost its label: %q", got)
+	}
+	if got := m.label(""); got != "unknown" {
+		t.Errorf("label of no manager = %q", got)
+	}
+}
