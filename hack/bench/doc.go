@@ -21,7 +21,9 @@
 //     log, and its reconciles per minute, with everything converged;
 //   - churn: what 100 status-only updates of managed Deployments cost;
 //   - drift: time from an external change to its repair, taken from a watch,
-//     per kind of drift, in event mode and in periodic-only mode.
+//     per kind of drift, in event mode and in periodic-only mode; and, for
+//     resources with driftPolicy Report, the time from a kubectl-edit to
+//     the resource's watch event that lists it in status.drift.
 //   - health, between the two drift modes (before the periodic-only
 //     resources exist, whose re-checks would blur its counts): in resources
 //     of their own, each a Deployment of one replica whose status the

@@ -16,6 +16,7 @@ type options struct {
 	out             string
 	skipBaseline    bool
 	samples         int
+	reportSamples   int
 	periodicSamples int
 	periodicEvery   time.Duration
 	idleWindow      time.Duration
@@ -39,6 +40,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "bench/results", "directory for latest.json and drift-latency.svg")
 	flag.BoolVar(&o.skipBaseline, "skip-baseline", false, "skip the kubectl apply --server-side baseline")
 	flag.IntVar(&o.samples, "samples", 200, "drift samples per kind in event mode (200: p99 is then the 198th, not the maximum)")
+	flag.IntVar(&o.reportSamples, "report-samples", 100, "driftPolicy Report resources, each edited once and timed until status lists the edit")
 	flag.IntVar(&o.periodicSamples, "periodic-samples", 6, "drift samples per kind in periodic-only mode")
 	flag.DurationVar(&o.periodicEvery, "periodic-interval", 2*time.Second, "spec.interval of the periodic-only resources")
 	flag.DurationVar(&o.idleWindow, "idle-window", time.Minute, "how long idle requests are counted")

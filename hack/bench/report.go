@@ -55,6 +55,9 @@ type driftResults struct {
 	Periodic map[string]*driftResult `json:"periodicOnlyMode"`
 	// PeriodicInterval is spec.interval of the periodic-only resources.
 	PeriodicInterval string `json:"periodicInterval"`
+	// Report is driftPolicy Report: the time until status.drift lists an
+	// edit, by kind.
+	Report map[string]*driftResult `json:"reportMode,omitempty"`
 }
 
 // target is one SPEC §7 target and whether this run met it.
@@ -176,7 +179,7 @@ func markdown(r *results) string {
 	for _, mode := range []struct {
 		name string
 		res  map[string]*driftResult
-	}{{"event", r.Drift.Event}, {"periodic " + r.Drift.PeriodicInterval, r.Drift.Periodic}} {
+	}{{"event", r.Drift.Event}, {"periodic " + r.Drift.PeriodicInterval, r.Drift.Periodic}, {"report: listed in status", r.Drift.Report}} {
 		for _, k := range driftKindNames() {
 			d := mode.res[k]
 			if d == nil {

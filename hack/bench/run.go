@@ -187,6 +187,13 @@ func run(ctx context.Context, o options) (res *results, err error) {
 	}
 	waitDriftProfile()
 
+	logf("drift, driftPolicy Report: %d resources, one edit each", o.reportSamples)
+	report, err := measureReport(ctx, c, o.reportSamples, samplePause)
+	if err != nil {
+		return nil, err
+	}
+	res.Drift.Report = map[string]*driftResult{"configmap-data-edited": report}
+
 	// Before the periodic-only resources exist: their re-checks would
 	// count among the health section's reconciles, and no quiet moment
 	// would come for its windows to start in.
@@ -210,7 +217,7 @@ func run(ctx context.Context, o options) (res *results, err error) {
 		return nil, err
 	}
 
-	if res.MemoryAtEnd, err = measureMemory(ctx, c, 4*(o.n+periodicResources)+o.healthN+o.chains*o.chainDepth); err != nil {
+	if res.MemoryAtEnd, err = measureMemory(ctx, c, 4*(o.n+periodicResources+o.reportSamples)+o.healthN+o.chains*o.chainDepth); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Second)
@@ -300,7 +307,7 @@ func machine(root string, o options) runMeta {
 		"Converge: namespaces exist beforehand; the clock starts just before the first of N VidraResources is created (16 parallel clients) and stops when the benchmark's own informers have seen all 4·N objects and N resources Ready=True with the current generation.",
 		"Baseline: one kubectl apply --server-side -f of a single multi-document file with the same 4·N objects in N other namespaces, run on the same control plane before the operator starts; kubectl sends one request per object, in sequence. Its Services are deleted before the converge and their cluster IPs released, because allocating a cluster IP costs the API server more the more are allocated: both runs start with the same number.",
 		"The install's MutatingAdmissionPolicy (manifests/admission/finalizer_policy.yaml) is in place from the start: VidraResources are created with the finalizer; it matches nothing else.",
-		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples, and in periodic-only mode a random wait of up to one interval before each change, so that changes land at random phases of the re-check.",
+		"Drift: one change at a time, sent with the field manager kubectl uses (kubectl-edit, kubectl-scale on the scale subresource, kubectl-label, and a delete); latency is the arrival of the repairing event on the benchmark's watch minus the moment just before the change request; 50 ms pause between samples, and in periodic-only mode a random wait of up to one interval before each change, so that changes land at random phases of the re-check. driftPolicy Report: resources of their own, one kubectl-edit of the ConfigMap's data each; latency is the arrival of the VidraResource's watch event listing it in status.drift.",
 		"Churn: merge patches of Deployments' /status (observedGeneration equal to the generation, the Progressing condition's lastUpdateTime moved on; health stays InProgress as without a status), field manager bench-deployment-controller; counted until 5 s after the last one.",
 		"Health: the control plane runs no deployment controller, so the benchmark writes the Deployments' /status itself (merge patches, field manager bench-deployment-controller): one replica rolled out and available (Current) or its Pod not ready (InProgress, Available: 0/1). Status churn keeping health moves only the conditions' lastUpdateTime and ends with a barrier, one health-changing write whose parent status update is awaited on a watch; the barrier's reconcile and status write are subtracted. A transition is timed from the answer to the Deployment's status write to the arrival of the parent's update showing the new health (Healthy condition and managedResources entry) on the benchmark's watch, one at a time, 50 ms apart. Chains: every dependent is created first and left DependencyNotReady; the heads are then created together and each resource's Ready=True is taken from the watch.",
 	}

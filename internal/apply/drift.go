@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,8 +44,8 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 		var added []fieldpath.Path
 		leavesNotIn(hand.fields.Leaves(), p.obj.Object, nil, &added)
 		for _, fp := range added {
-			if ptr, ok := pointerOf(p.obj.Object, live.Object, fp); ok && !slices.Contains(fields, ptr.String()) {
-				fields = append(fields, ptr.String())
+			if ptr, ok := pointerOf(p.obj.Object, live.Object, fp); ok && !slices.Contains(fields, boundedPointer(ptr)) {
+				fields = append(fields, boundedPointer(ptr))
 			}
 		}
 	}
@@ -54,6 +55,18 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 	r.Fields = fields
 	r.Manager, r.Time = changedBy(p, live, fields, now)
 	return r
+}
+
+// maxPointer bounds the length of a pointer in a drift record: keys are
+// anyone's to choose, and status has a size limit.
+const maxPointer = 256
+
+func boundedPointer(p pointer) string {
+	s := p.String()
+	if len(s) > maxPointer {
+		s = strings.ToValidUTF8(s[:maxPointer], "") + "…"
+	}
+	return s
 }
 
 // changedBy names the field manager that owns the first of fields on live,
@@ -117,7 +130,7 @@ func diffPointers(desired, live any, at pointer, out *[]string) {
 	if len(*out) > maxDriftFields {
 		return
 	}
-	add := func(p pointer) { *out = append(*out, p.String()) }
+	add := func(p pointer) { *out = append(*out, boundedPointer(p)) }
 	switch d := desired.(type) {
 	case map[string]any:
 		l, ok := live.(map[string]any)

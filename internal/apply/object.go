@@ -106,7 +106,13 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		if unchanged {
 			d := driftOf(p, live, hand, e.clock.Now())
 			if pass.report {
-				e.reportDrift(pass, p, d)
+				// Fields that hold the manifest's values under another
+				// manager (an edit undone by hand) are no drift to report.
+				if len(d.Fields) > 0 {
+					e.reportDrift(pass, p, d)
+				} else {
+					delete(pass.st.reported, p.key)
+				}
 				p.applied = true
 				p.observe(live, 0)
 				return nil

@@ -19,6 +19,9 @@ import (
 // people read only the start anyway.
 const maxMessage = 4096
 
+// maxDriftRecords bounds status.drift; the Drifted condition counts all.
+const maxDriftRecords = 100
+
 // writeStatus computes the status of a finished reconcile, records Events for
 // what changed, and writes the status only when it differs from what the
 // resource holds: a reconcile that changed nothing writes nothing. With
@@ -69,9 +72,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	}
 	st.DriftHistory = r.Out.DriftHistory
 	if vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport {
-		st.Drift = r.Out.Drift
-		if n := len(st.Drift); n > 0 {
-			descs := make([]string, n)
+		// Bounded: every object of a large manifest may drift at once, and
+		// a status over the API server's size limit could not be written
+		// at all.
+		st.Drift = r.Out.Drift[:min(len(r.Out.Drift), maxDriftRecords)]
+		if n := len(r.Out.Drift); n > 0 {
+			descs := make([]string, len(st.Drift))
 			for i, d := range st.Drift {
 				descs[i] = apply.DescribeDrift(d)
 			}
