@@ -86,6 +86,13 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		return
 	}
 	rules, ierrs := compileIgnore(vr.Spec.Ignore)
+	switch vr.Spec.DriftPolicy {
+	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:
+	default:
+		// The schema refuses it; a resource it did not validate must not
+		// fall back to correcting what its owner asked to be reported.
+		ierrs = append(ierrs, fmt.Errorf("spec.driftPolicy: %q is not a drift policy: want Correct or Report", vr.Spec.DriftPolicy))
+	}
 	if len(ierrs) > 0 {
 		for _, err := range ierrs {
 			pass.Out.Fail(v1alpha1.ReasonInvalidManifest, false, err)
