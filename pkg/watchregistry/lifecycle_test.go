@@ -353,6 +353,51 @@ func TestReplacingOrRemovingAClusterStopsItsInformersAndTellsOwners(t *testing.T
 	waitRunning(t, r, 0)
 }
 
+func TestChangingTheLabelSelectorRestartsInformersInTheNewScope(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	a := configMap(ns, "a", "owner", nil)
+	a.Labels["shard"] = "1"
+	b := configMap(ns, "b", "owner", nil)
+	b.Labels["shard"] = "2"
+	createConfigMap(t, c.cs, a)
+	createConfigMap(t, c.cs, b)
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: selector + ",shard in (1)"})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	if _, err := r.Get(ref, ns, "b"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object outside the selector: %v, want NotFound", err)
+	}
+
+	if err := r.SetLabelSelector("shard in (("); err == nil {
+		t.Fatal("an invalid selector was accepted")
+	}
+	pos := rec.mark()
+	if err := r.SetLabelSelector(selector + ",shard in (2)"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAfter(t, pos, "EventStateChanged after the selector changed", isType(watchregistry.EventStateChanged, "owner"))
+	track(t, r, "owner", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	if _, err := r.Get(ref, ns, "b"); err != nil {
+		t.Fatalf("Get of an object the new selector selects: %v", err)
+	}
+	if _, err := r.Get(ref, ns, "a"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object the new selector leaves out: %v, want NotFound", err)
+	}
+	// The same selector again restarts nothing.
+	pos = rec.mark()
+	if err := r.SetLabelSelector(selector + ",shard in (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.State(ref); st != watchregistry.StateSynced {
+		t.Fatalf("state after setting the same selector: %s", st)
+	}
+	_ = pos
+}
+
 func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {
 	c := newClients(t, env.Config)
 	ns := newNamespace(t, c.cs)

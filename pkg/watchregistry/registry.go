@@ -525,6 +525,32 @@ func (r *Registry[K]) RemoveCluster(name string) {
 	r.tell(tell)
 }
 
+// SetLabelSelector changes the label selector of every informer, as
+// Options.LabelSelector set it: the informers running stop, their refs turn
+// StateStopped and their owners receive EventStateChanged, so that they
+// Track again and get informers of the new scope (a replica of a sharded
+// operator whose share of the objects changed, for one). A selector equal
+// to the current one changes nothing.
+func (r *Registry[K]) SetLabelSelector(selector string) error {
+	if _, err := labels.Parse(selector); err != nil {
+		return fmt.Errorf("watchregistry: label selector %q: %w", selector, err)
+	}
+	r.mu.Lock()
+	if r.selector == selector {
+		r.mu.Unlock()
+		return nil
+	}
+	r.selector = selector
+	var tell []notice[K]
+	for name := range r.clusters {
+		tell = append(tell, r.stopClusterLocked(name)...)
+	}
+	r.mu.Unlock()
+	r.log.V(1).Info("Label selector changed", "selector", selector, "owners", len(tell))
+	r.tell(tell)
+	return nil
+}
+
 // stopClusterLocked stops every informer of the cluster and returns the
 // owners to tell. Refs with owners stay bound, as StateStopped, so that
 // State and Get explain what happened until the owners track anew.
@@ -540,7 +566,7 @@ func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
 			continue
 		}
 		tell = append(tell, e.notices(nil)...)
-		e.log.Info("Informer stopped: cluster clients replaced or removed")
+		e.log.Info("Informer stopped: its cluster's clients or the label selector changed")
 	}
 	r.changedLocked()
 	return tell
