@@ -1,0 +1,423 @@
+package shard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// MemberLabel marks the Leases of members; the members watch only
+	// those.
+	MemberLabel = "vidra.infrahub.operators.com/member"
+	// ViewAnnotation on a member's Lease is the hash of the view whose
+	// buckets the member has taken on, and whose reconciles of buckets it
+	// lost have all ended.
+	ViewAnnotation = "vidra.infrahub.operators.com/view"
+	// leasePrefix begins the name of every member's Lease.
+	leasePrefix = "vidra-member-"
+)
+
+// Defaults of Options.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewPeriod   = 2 * time.Second
+)
+
+// Options configure a Member.
+type Options struct {
+	// Client reads and writes the members' Leases.
+	Client kubernetes.Interface
+	// Namespace holds the Leases: the operator's own.
+	Namespace string
+	// Identity names this member; default: the host name and a random
+	// suffix, so that a restarted replica is a new member.
+	Identity string
+	// LeaseDuration is how long after its last renewal a member counts as
+	// gone; RenewPeriod how often a member renews. A member that could not
+	// renew for LeaseDuration minus twice RenewPeriod stops reconciling.
+	LeaseDuration, RenewPeriod time.Duration
+	// OnChange is called, on the member's goroutine, every time a view
+	// becomes settled, with the buckets this member owns in it (none while
+	// it is not a member).
+	OnChange func(ctx context.Context, buckets []int)
+	// Metrics receives the member's figures; nil records none.
+	Metrics *Metrics
+	Clock   clock.WithTicker
+}
+
+// Member is this replica's membership. It decides which VidraResources the
+// replica reconciles: Enter says so for one reconcile.
+type Member struct {
+	opts     Options
+	lease    string
+	deadline time.Duration
+
+	// gate is held for reading by every reconcile (Enter), for writing by
+	// a change of view, which so waits for every reconcile under the
+	// previous view to end.
+	gate sync.RWMutex
+
+	mu       sync.Mutex
+	view     []string
+	viewHash string
+	settled  bool
+	fenced   bool
+	owned    [Buckets]bool
+	nOwned   int
+	changeAt time.Time
+
+	lister    coordinationlisters.LeaseLister
+	signal    chan struct{}
+	lastRenew time.Time
+	created   bool
+}
+
+// New checks the options and builds a Member; Run makes it one.
+func New(opts Options) (*Member, error) {
+	if opts.Client == nil || opts.Namespace == "" {
+		return nil, errors.New("shard: a client and the operator's namespace are required")
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.RenewPeriod == 0 {
+		opts.RenewPeriod = DefaultRenewPeriod
+	}
+	if opts.LeaseDuration < 3*opts.RenewPeriod {
+		return nil, fmt.Errorf("shard: the lease duration (%s) must be at least three renew periods (%s)", opts.LeaseDuration, opts.RenewPeriod)
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		suffix := make([]byte, 3)
+		_, _ = rand.Read(suffix)
+		opts.Identity = host + "-" + hex.EncodeToString(suffix)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.OnChange == nil {
+		opts.OnChange = func(context.Context, []int) {}
+	}
+	return &Member{
+		opts:     opts,
+		lease:    leaseName(opts.Identity),
+		deadline: opts.LeaseDuration - 2*opts.RenewPeriod,
+		signal:   make(chan struct{}, 1),
+	}, nil
+}
+
+// Identity is this member's name in views.
+func (m *Member) Identity() string { return m.opts.Identity }
+
+// leaseName turns an identity into a Lease name: lower case, and only the
+// characters a name may hold.
+func leaseName(identity string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(identity) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' || r == '.' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(leasePrefix+b.String(), "-.")
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return name
+}
+
+// Enter reports whether this replica reconciles key now. When it does, the
+// caller calls leave once the reconcile is over: a change of view waits
+// for it.
+func (m *Member) Enter(key cache.ObjectName) (leave func(), ok bool) {
+	m.gate.RLock()
+	if !m.Owns(key) {
+		m.gate.RUnlock()
+		return nil, false
+	}
+	return m.gate.RUnlock, true
+}
+
+// Owns reports whether key is this replica's in a settled view.
+func (m *Member) Owns(key cache.ObjectName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.settled && !m.fenced && m.owned[Bucket(key)]
+}
+
+// View returns the members of the current view and whether it is settled.
+func (m *Member) View() ([]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.view), m.settled && !m.fenced
+}
+
+// Run joins the members, follows the view until ctx ends, then waits for
+// the reconciles under way and leaves: it deletes its Lease, so that the
+// others take its buckets at once rather than after the Lease duration.
+func (m *Member) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("shard").WithValues("member", m.opts.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	factory := informers.NewSharedInformerFactoryWithOptions(m.opts.Client, 0, informers.WithNamespace(m.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = MemberLabel }))
+	inf := factory.Coordination().V1().Leases()
+	m.lister = inf.Lister()
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { m.poke() },
+		UpdateFunc: func(any, any) { m.poke() },
+		DeleteFunc: func(any) { m.poke() },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, inf.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	logger.Info("Joining the members", "lease", m.opts.Namespace+"/"+m.lease, "leaseDuration", m.opts.LeaseDuration)
+
+	tick := m.opts.Clock.NewTicker(m.opts.RenewPeriod)
+	defer tick.Stop()
+	expiry := m.opts.Clock.NewTimer(m.opts.LeaseDuration)
+	defer expiry.Stop()
+	m.renew(ctx)
+	for {
+		next := m.evaluate(ctx)
+		expiry.Reset(next)
+		select {
+		case <-ctx.Done():
+			m.leave(logger)
+			return nil
+		case <-tick.C():
+			m.renew(ctx)
+		case <-m.signal:
+		case <-expiry.C():
+		}
+	}
+}
+
+func (m *Member) poke() {
+	select {
+	case m.signal <- struct{}{}:
+	default:
+	}
+}
+
+// leave waits for the reconciles under way, then deletes the Lease.
+func (m *Member) leave(logger klog.Logger) {
+	m.gate.Lock()
+	m.mu.Lock()
+	m.settled, m.fenced = false, true
+	m.mu.Unlock()
+	m.gate.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := m.opts.Client.CoordinationV1().Leases(m.opts.Namespace).Delete(ctx, m.lease, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		logger.Error(err, "Leaving the members failed; the others take this member's buckets when its Lease expires")
+		return
+	}
+	logger.Info("Left the members")
+}
+
+// renew writes this member's Lease: its renewal time and the view it has
+// taken on. A member that cannot renew for its renew deadline stops
+// reconciling, before the others may count it gone.
+func (m *Member) renew(ctx context.Context) {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	hash := m.viewHash
+	m.mu.Unlock()
+	err := m.writeLease(ctx, now, hash)
+	if err == nil {
+		m.lastRenew = now
+		m.mu.Lock()
+		wasFenced := m.fenced
+		m.fenced = false
+		m.mu.Unlock()
+		if wasFenced {
+			klog.FromContext(ctx).Info("Lease renewed again; rejoining")
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if !m.lastRenew.IsZero() && now.Sub(m.lastRenew) > m.deadline {
+		m.mu.Lock()
+		fenced := m.fenced
+		m.mu.Unlock()
+		if !fenced {
+			klog.FromContext(ctx).Error(err, "Could not renew the member Lease within its deadline; reconciling nothing until it is renewed", "deadline", m.deadline)
+			m.gate.Lock()
+			m.mu.Lock()
+			m.fenced, m.settled, m.view, m.viewHash = true, false, nil, ""
+			m.mu.Unlock()
+			m.gate.Unlock()
+			m.opts.Metrics.observeOwned(0, 0)
+			m.opts.OnChange(ctx, nil)
+		}
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Renewing the member Lease failed; retrying", "err", err)
+}
+
+func (m *Member) writeLease(ctx context.Context, now time.Time, hash string) error {
+	leases := m.opts.Client.CoordinationV1().Leases(m.opts.Namespace)
+	secs := int32(m.opts.LeaseDuration / time.Second)
+	renew := metav1.NewMicroTime(now)
+	if !m.created {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: m.lease, Labels: map[string]string{MemberLabel: "true"}, Annotations: map[string]string{ViewAnnotation: hash}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(m.opts.Identity), LeaseDurationSeconds: &secs,
+				AcquireTime: &renew, RenewTime: &renew},
+		}
+		_, err := leases.Create(ctx, l, metav1.CreateOptions{})
+		if err == nil {
+			m.created = true
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		m.created = true
+	}
+	l, err := leases.Get(ctx, m.lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		m.created = false
+		return m.writeLease(ctx, now, hash)
+	}
+	if err != nil {
+		return err
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[ViewAnnotation] = hash
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To(m.opts.Identity), &secs, &renew
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// evaluate computes the view from the live Leases, takes a new one on, and
+// settles it once every member has taken it on. It returns when to look
+// again at the latest: when the next Lease expires.
+func (m *Member) evaluate(ctx context.Context) time.Duration {
+	now := m.opts.Clock.Now()
+	next := m.opts.LeaseDuration
+	all, err := m.lister.List(labels.Everything())
+	if err != nil {
+		return next
+	}
+	m.mu.Lock()
+	fenced := m.fenced
+	m.mu.Unlock()
+	acks := map[string]string{}
+	var view []string
+	for _, l := range all {
+		id := ptr.Deref(l.Spec.HolderIdentity, "")
+		if id == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			continue
+		}
+		if id == m.opts.Identity {
+			if !fenced && m.created {
+				view = append(view, id)
+				acks[id] = l.Annotations[ViewAnnotation]
+			}
+			continue
+		}
+		expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		if !expires.After(now) {
+			if now.Sub(expires) > 10*m.opts.LeaseDuration {
+				// Long dead: its Lease is litter.
+				_ = m.opts.Client.CoordinationV1().Leases(m.opts.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+					Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			}
+			continue
+		}
+		next = min(next, expires.Sub(now)+10*time.Millisecond)
+		view = append(view, id)
+		acks[id] = l.Annotations[ViewAnnotation]
+	}
+	slices.Sort(view)
+	hash := viewHash(view)
+
+	m.mu.Lock()
+	changed := hash != m.viewHash
+	m.mu.Unlock()
+	if changed {
+		// Stop reconciling under the old view, and wait for what runs.
+		m.gate.Lock()
+		m.mu.Lock()
+		m.view, m.viewHash, m.settled, m.changeAt = view, hash, false, now
+		m.mu.Unlock()
+		m.gate.Unlock()
+		m.opts.Metrics.rebalanced(len(view))
+		klog.FromContext(ctx).Info("Membership changed; handing over", "members", view)
+		if !fenced && slices.Contains(view, m.opts.Identity) {
+			m.renew(ctx)
+		}
+		return min(next, m.opts.RenewPeriod)
+	}
+
+	m.mu.Lock()
+	settled := m.settled
+	m.mu.Unlock()
+	if settled || !slices.Contains(view, m.opts.Identity) {
+		return next
+	}
+	for _, id := range view {
+		if acks[id] != hash {
+			return min(next, m.opts.RenewPeriod)
+		}
+	}
+	buckets := Owned(m.opts.Identity, view)
+	m.mu.Lock()
+	m.owned = [Buckets]bool{}
+	for _, b := range buckets {
+		m.owned[b] = true
+	}
+	m.nOwned = len(buckets)
+	m.settled = true
+	took := now.Sub(m.changeAt)
+	m.mu.Unlock()
+	m.opts.Metrics.settled(took, len(view), len(buckets))
+	klog.FromContext(ctx).Info("Membership settled", "members", view, "buckets", len(buckets), "took", took)
+	m.opts.OnChange(ctx, buckets)
+	return next
+}
+
+// viewHash names a view in the members' Leases.
+func viewHash(view []string) string {
+	if len(view) == 0 {
+		return ""
+	}
+	h := fnv.New64a()
+	for _, id := range view {
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}

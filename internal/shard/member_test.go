@@ -1,0 +1,206 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	testLease = time.Second
+	testRenew = 100 * time.Millisecond
+)
+
+// running is a member run by a test.
+type running struct {
+	*Member
+	stop func()
+}
+
+func start(t *testing.T, client kubernetes.Interface, id string) *running {
+	t.Helper()
+	m, err := New(Options{Client: client, Namespace: "vidra-system", Identity: id, LeaseDuration: testLease, RenewPeriod: testRenew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := m.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var once sync.Once
+	r := &running{Member: m, stop: func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// waitSettled waits until every member has settled on a view of exactly
+// them.
+func waitSettled(t *testing.T, ms ...*running) {
+	t.Helper()
+	var want []string
+	for _, m := range ms {
+		want = append(want, m.Identity())
+	}
+	slices.Sort(want)
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
+		for _, m := range ms {
+			view, settled := m.View()
+			if !settled || !slices.Equal(view, want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var views []string
+		for _, m := range ms {
+			v, s := m.View()
+			views = append(views, fmt.Sprintf("%s: %v settled=%v", m.Identity(), v, s))
+		}
+		t.Fatalf("members never settled on %v: %v", want, views)
+	}
+}
+
+// assertPartition checks that the members own every key of keys once.
+func assertPartition(t *testing.T, keys []cache.ObjectName, ms ...*running) {
+	t.Helper()
+	for _, k := range keys {
+		n := 0
+		for _, m := range ms {
+			if m.Owns(k) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%v is owned by %d members", k, n)
+		}
+	}
+}
+
+func testKeys(n int) []cache.ObjectName {
+	keys := make([]cache.ObjectName, n)
+	for i := range keys {
+		keys[i] = cache.ObjectName{Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%d", i)}
+	}
+	return keys
+}
+
+// A join, a graceful leave and a death: never two members inside one key
+// at once, and every key owned once whenever the view is settled.
+func TestMembersNeverReconcileOneKeyTogether(t *testing.T) {
+	client := fake.NewClientset()
+	keys := testKeys(64)
+	inside := make([]atomic.Int32, len(keys))
+	var violations, entered atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	work := func(m *running) {
+		workers.Go(func() {
+			for i := 0; ctx.Err() == nil; i = (i + 1) % len(keys) {
+				leave, ok := m.Enter(keys[i])
+				if !ok {
+					continue
+				}
+				if inside[i].Add(1) != 1 {
+					violations.Add(1)
+				}
+				entered.Add(1)
+				time.Sleep(200 * time.Microsecond)
+				inside[i].Add(-1)
+				leave()
+			}
+		})
+	}
+	defer func() {
+		cancel()
+		workers.Wait()
+		if v := violations.Load(); v > 0 {
+			t.Errorf("%d times two members reconciled one key at once", v)
+		}
+	}()
+
+	a := start(t, client, "a")
+	work(a)
+	waitSettled(t, a)
+	assertPartition(t, keys, a)
+
+	b := start(t, client, "b")
+	work(b)
+	c := start(t, client, "c")
+	work(c)
+	waitSettled(t, a, b, c)
+	assertPartition(t, keys, a, b, c)
+
+	// A graceful leave hands over at once.
+	left := time.Now()
+	b.stop()
+	waitSettled(t, a, c)
+	assertPartition(t, keys, a, c)
+	if took := time.Since(left); took > testLease {
+		t.Errorf("a graceful leave took %s to hand over, longer than the lease", took)
+	}
+
+	// A member that stops renewing (dies) holds everyone back until its
+	// Lease expires, then loses its buckets.
+	ghost := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: leaseName("ghost"), Namespace: "vidra-system", Labels: map[string]string{MemberLabel: "true"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ghost"), LeaseDurationSeconds: ptr.To(int32(1)),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+	}
+	died := time.Now()
+	if _, err := client.CoordinationV1().Leases("vidra-system").Create(context.Background(), ghost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, a, c)
+	if took := time.Since(died); took > testLease+time.Second {
+		t.Errorf("the dead member's buckets were served again after %s, want within the lease duration + 1s", took)
+	}
+	assertPartition(t, keys, a, c)
+	if entered.Load() == 0 {
+		t.Fatal("no member ever entered a key")
+	}
+}
+
+func TestAMemberThatCannotRenewStopsReconciling(t *testing.T) {
+	client := fake.NewClientset()
+	a := start(t, client, "a")
+	waitSettled(t, a)
+	key := cache.ObjectName{Namespace: "ns", Name: "app"}
+	if !a.Owns(key) {
+		t.Fatal("a lone member does not own every key")
+	}
+	// The API server stops answering its writes.
+	client.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 2*testLease, true, func(context.Context) (bool, error) {
+		return !a.Owns(key), nil
+	})
+	if err != nil {
+		t.Fatal("a member that could not renew its Lease kept reconciling past its lease duration")
+	}
+}

@@ -1,0 +1,76 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a member's figures. A nil *Metrics records nothing.
+type Metrics struct {
+	members    prometheus.Gauge
+	buckets    prometheus.Gauge
+	keys       prometheus.Gauge
+	rebalances prometheus.Counter
+	handoff    prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them with reg, when not nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vidra_shard_members", Help: "Members in this replica's current view of the sharded operator.",
+		}),
+		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vidra_shard_buckets", Help: "Buckets (of 256) this replica owns in its settled view; 0 while the view settles.",
+		}),
+		keys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vidra_shard_keys", Help: "VidraResources this replica owns in its settled view.",
+		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vidra_shard_rebalances_total", Help: "Changes of membership this replica took on.",
+		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "vidra_shard_handoff_seconds",
+			Help:    "Time from a change of membership to the view it settled in: every member took it on, reconciles under the old one ended.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.members, m.buckets, m.keys, m.rebalances, m.handoff)
+	}
+	return m
+}
+
+// SetKeys records how many VidraResources this replica owns.
+func (m *Metrics) SetKeys(n int) {
+	if m != nil {
+		m.keys.Set(float64(n))
+	}
+}
+
+func (m *Metrics) rebalanced(members int) {
+	if m == nil {
+		return
+	}
+	m.rebalances.Inc()
+	m.members.Set(float64(members))
+	m.buckets.Set(0)
+}
+
+func (m *Metrics) settled(took time.Duration, members, buckets int) {
+	if m == nil {
+		return
+	}
+	m.handoff.Observe(took.Seconds())
+	m.members.Set(float64(members))
+	m.buckets.Set(float64(buckets))
+}
+
+func (m *Metrics) observeOwned(members, buckets int) {
+	if m == nil {
+		return
+	}
+	m.members.Set(float64(members))
+	m.buckets.Set(float64(buckets))
+}
