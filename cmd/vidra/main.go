@@ -29,6 +29,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
@@ -57,6 +58,11 @@ type flags struct {
 	renewDeadline         time.Duration
 	retryPeriod           time.Duration
 	pprofAddr             string
+	sharding              bool
+	shardIdentity         string
+	shardLease            time.Duration
+	shardRenew            time.Duration
+	shardSelector         string
 }
 
 func main() {
@@ -91,6 +97,11 @@ func main() {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal; standbys wait this long for a crashed leader")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
+	fs.BoolVar(&f.sharding, "sharding", false, "divide the VidraResources between all replicas that run with this flag, through a Lease per replica in --namespace (docs/scaling.md); excludes --leader-elect")
+	fs.StringVar(&f.shardIdentity, "shard-identity", os.Getenv("POD_NAME"), "this replica's name among the members; empty means the host name and a random suffix (env POD_NAME)")
+	fs.DurationVar(&f.shardLease, "shard-lease-duration", shard.DefaultLeaseDuration, "how long after its last renewal a member counts as gone, and its resources go to the others")
+	fs.DurationVar(&f.shardRenew, "shard-renew-period", shard.DefaultRenewPeriod, "how often a member renews its Lease")
+	fs.StringVar(&f.shardSelector, "shard-selector", "", "a label selector on VidraResources: this replica sees and reconciles only those it selects (static sharding, e.g. shard=a)")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints, for profiling a running operator; empty turns them off")
 	_ = fs.Parse(os.Args[1:])
 
@@ -158,6 +169,13 @@ func run(ctx context.Context, f flags) error {
 			RenewDeadline: f.renewDeadline,
 			RetryPeriod:   f.retryPeriod,
 		},
+		Sharding: operator.Sharding{
+			Enabled:       f.sharding,
+			Identity:      f.shardIdentity,
+			LeaseDuration: f.shardLease,
+			RenewPeriod:   f.shardRenew,
+		},
+		ShardSelector:                   f.shardSelector,
 		Config:                          cfg,
 		Namespace:                       f.namespace,
 		ConfigMapName:                   f.configMap,

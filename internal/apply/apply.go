@@ -37,8 +37,10 @@ type planned struct {
 	// ig are the fields spec.ignore hands to others, removed from obj.
 	ig ignored
 	// drift describes, before a write that corrects drift, what the write
-	// takes back.
+	// takes back; marks is set instead when the write only adds Vidra's
+	// own marks.
 	drift *v1alpha1.DriftRecord
+	marks bool
 }
 
 // observe records the health of the object as it now is: live (nil when it

@@ -69,6 +69,23 @@ func boundedPointer(p pointer) string {
 	return s
 }
 
+// marksOnly reports a drift of nothing but Vidra's own labels missing.
+func marksOnly(d v1alpha1.DriftRecord) bool {
+	if d.Deleted || len(d.Fields) == 0 {
+		return false
+	}
+	for _, f := range d.Fields {
+		if f != markPointer {
+			return false
+		}
+	}
+	return true
+}
+
+// markPointer is the field of the mark added last, the bucket label, which
+// objects applied by earlier versions lack.
+var markPointer = pointer{"metadata", "labels", v1alpha1.BucketLabel}.String()
+
 // changedBy names the field manager that owns the first of fields on live,
 // when its managedFields tell (the cache keeps the field sets of hand-edit
 // managers only), else the last writer other than Vidra; and the time of

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
 )
@@ -27,6 +28,7 @@ func mark(obj *unstructured.Unstructured, vr *v1alpha1.VidraResource) *unstructu
 	}
 	l[v1alpha1.ManagedByLabel] = v1alpha1.ManagedByValue
 	l[v1alpha1.OwnerUIDLabel] = string(vr.UID)
+	l[v1alpha1.BucketLabel] = shard.BucketLabel(cache.MetaObjectToName(vr))
 	u.SetLabels(l)
 	a := u.GetAnnotations()
 	if a == nil {

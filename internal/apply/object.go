@@ -105,7 +105,13 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		}
 		if unchanged {
 			d := driftOf(p, live, hand, e.clock.Now())
-			if pass.report {
+			switch {
+			case marksOnly(d):
+				// Only Vidra's own marks are missing: an object an earlier
+				// version applied, before it had them. Writing them is no
+				// correction of anyone's change.
+				p.marks = true
+			case pass.report:
 				// Fields that hold the manifest's values under another
 				// manager (an edit undone by hand) are no drift to report.
 				if len(d.Fields) > 0 {
@@ -116,8 +122,9 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 				p.applied = true
 				p.observe(live, 0)
 				return nil
+			default:
+				p.drift = &d
 			}
-			p.drift = &d
 		}
 		switch {
 		case len(edits) > 0 && hand.coveredBy(p.obj.Object):
@@ -194,6 +201,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	if !known {
 		drift = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
 	}
+	drift = drift && !p.marks
 	if drift {
 		if live == nil {
 			pass.Out.DriftDeleted++

@@ -70,7 +70,7 @@ func (p pointer) String() string {
 // holds them, to anyone else.
 var protectedPaths = []pointer{
 	{"apiVersion"}, {"kind"}, {"metadata", "name"}, {"metadata", "namespace"},
-	{"metadata", "labels", v1alpha1.ManagedByLabel}, {"metadata", "labels", v1alpha1.OwnerUIDLabel},
+	{"metadata", "labels", v1alpha1.ManagedByLabel}, {"metadata", "labels", v1alpha1.OwnerUIDLabel}, {"metadata", "labels", v1alpha1.BucketLabel},
 	{"metadata", "annotations", v1alpha1.OwnedByAnnotation},
 }
 

@@ -240,3 +240,19 @@ func TestManagerLabelsAreBounded(t *testing.T) {
 		t.Errorf("label of no manager = %q", got)
 	}
 }
+
+func TestMissingBucketLabelIsNoDrift(t *testing.T) {
+	d := deployment()
+	p := &planned{obj: mark(d, &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "app", UID: "u"}})}
+	live := p.obj.DeepCopy()
+	labels := live.GetLabels()
+	delete(labels, v1alpha1.BucketLabel)
+	live.SetLabels(labels)
+	if r := driftOf(p, live, handEdits{fields: &fieldpath.Set{}}, metav1.Now().Time); !marksOnly(r) {
+		t.Errorf("an object without the bucket label drifted: %+v", r)
+	}
+	live.Object["spec"].(map[string]any)["replicas"] = int64(9)
+	if r := driftOf(p, live, handEdits{fields: &fieldpath.Set{}}, metav1.Now().Time); marksOnly(r) {
+		t.Errorf("a changed field passed for a missing mark: %+v", r)
+	}
+}

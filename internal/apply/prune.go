@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/shard"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -171,7 +172,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, live *unstructured.Unstructured, to *v1alpha1.VidraResource) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
-		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID)},
+		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID), v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(to))},
 		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: to.Namespace + "/" + to.Name},
 	}})
 	if err != nil {
@@ -193,7 +194,7 @@ func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchreg
 // registry: the watch sees it as a delete at its version.
 func stripMarks(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, kind, name string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil},
+		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
 		"annotations": map[string]any{v1alpha1.OwnedByAnnotation: nil},
 	}})
 	if err != nil {

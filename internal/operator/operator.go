@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/pkg/controller"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
@@ -71,6 +74,21 @@ type Options struct {
 	MetricsAddr, ProbeAddr string
 	// LeaderElection makes only one of several replicas reconcile.
 	LeaderElection LeaderElection
+	// Sharding divides the VidraResources between replicas instead.
+	Sharding Sharding
+	// ShardSelector, a label selector, limits the VidraResources this
+	// replica sees and reconciles: static sharding, by a label chosen by
+	// hand.
+	ShardSelector string
+}
+
+// Sharding configures the membership of a sharded operator's replicas (see
+// internal/shard); zero durations take its defaults.
+type Sharding struct {
+	Enabled bool
+	// Identity of this replica; default: host name and a random suffix.
+	Identity                   string
+	LeaseDuration, RenewPeriod time.Duration
 }
 
 // LeaderElection configures the coordination.k8s.io Lease that elects the
@@ -97,6 +115,7 @@ type Operator struct {
 	factory     externalversions.SharedInformerFactory
 	broadcaster record.EventBroadcaster
 	leading     atomic.Bool
+	member      *shard.Member
 }
 
 // New builds the clients, informers and controller.
@@ -152,7 +171,34 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, err
 	}
 
-	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace))
+	if opts.Sharding.Enabled && opts.LeaderElection.Enabled {
+		return nil, errors.New("sharding and leader election exclude each other: every replica of a sharded operator reconciles its share")
+	}
+	if _, err := labels.Parse(opts.ShardSelector); err != nil {
+		return nil, fmt.Errorf("shard selector %q: %w", opts.ShardSelector, err)
+	}
+	var shardOpt controller.Shard
+	if opts.Sharding.Enabled {
+		o.member, err = shard.New(shard.Options{
+			Client: kube, Namespace: opts.Namespace, Identity: opts.Sharding.Identity,
+			LeaseDuration: opts.Sharding.LeaseDuration, RenewPeriod: opts.Sharding.RenewPeriod,
+			Metrics: shard.NewMetrics(opts.Metrics),
+			OnChange: func(ctx context.Context, buckets []int) {
+				ctrlMu.Lock()
+				c := ctrl
+				ctrlMu.Unlock()
+				if c != nil {
+					o.member.Metrics().SetKeys(c.ShardChanged(ctx, buckets))
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		shardOpt = o.member
+	}
+	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace),
+		externalversions.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = opts.ShardSelector }))
 	c, err := controller.NewController(ctx, controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config},
 		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
 			Namespace:                       opts.Namespace,
@@ -166,6 +212,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			QueueMetrics:                    newQueueMetrics(opts.Metrics),
 			Linger:                          opts.Linger,
 			OnReconcile:                     opts.OnReconcile,
+			Shard:                           shardOpt,
 		})
 	if err != nil {
 		return nil, err
@@ -207,6 +254,17 @@ func (o *Operator) Run(ctx context.Context) error {
 	logger.Info("Starting Vidra", "namespace", o.opts.Namespace, "watchNamespace", o.opts.WatchNamespace,
 		"trustedNamespaces", o.trusted(), "defaultServiceAccount", o.opts.DefaultServiceAccount,
 		"workers", o.opts.Workers, "leaderElection", le != nil)
+	if o.member != nil {
+		// A member reconciles its share; Run of the member returns after
+		// the controller's workers have stopped, and then leaves.
+		o.leading.Store(true)
+		memberCtx, stopMember := context.WithCancel(context.WithoutCancel(ctx))
+		memberDone := make(chan error, 1)
+		go func() { memberDone <- o.member.Run(memberCtx) }()
+		err := o.Controller.Run(ctx, o.opts.Workers)
+		stopMember()
+		return errors.Join(err, <-memberDone)
+	}
 	if le == nil {
 		o.leading.Store(true)
 		return o.Controller.Run(ctx, o.opts.Workers)

@@ -127,6 +127,9 @@ func New(opts Options) (*Member, error) {
 	}, nil
 }
 
+// Metrics returns the member's metrics.
+func (m *Member) Metrics() *Metrics { return m.opts.Metrics }
+
 // Identity is this member's name in views.
 func (m *Member) Identity() string { return m.opts.Identity }
 

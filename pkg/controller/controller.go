@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
+	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
@@ -92,6 +95,19 @@ type Options struct {
 	// MaxRetries caps the rate-limited retries of one failing key; after
 	// that it waits for the next interval or event. Default 20.
 	MaxRetries int
+	// Shard, when set, is this replica's share of the VidraResources of a
+	// sharded operator: it reconciles only the keys Shard lets it enter,
+	// and ShardChanged must be called when the share changes.
+	Shard Shard
+}
+
+// Shard decides which VidraResources this replica reconciles.
+type Shard interface {
+	// Enter reports whether this replica reconciles key now; when it does,
+	// leave is called once the reconcile is over.
+	Enter(key cache.ObjectName) (leave func(), ok bool)
+	// Owns reports whether key is this replica's now.
+	Owns(key cache.ObjectName) bool
 }
 
 // Controller reconciles VidraResources.
@@ -168,7 +184,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
 		// Objects labelled by someone else without an owner are not even
 		// listed; Keep drops those whose owner is not a VidraResource.
-		LabelSelector: v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + "," + v1alpha1.OwnerUIDLabel,
+		LabelSelector: objectSelector(nil),
 		Keep: func(u *unstructured.Unstructured) bool {
 			_, ok := apply.MarkedOwner(c.lister, u)
 			return ok
@@ -327,6 +343,18 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	got := c.clock.Now()
 	defer c.queue.Done(key)
+	if c.opts.Shard != nil {
+		leave, ok := c.opts.Shard.Enter(key)
+		if !ok {
+			// Another replica's, or the share is changing: ShardChanged
+			// queues this replica's keys once it has settled.
+			c.fair.finished(key)
+			c.queue.Forget(key)
+			c.dropTriggers(key)
+			return true
+		}
+		defer leave()
+	}
 	// Before Done: a key re-added meanwhile is pushed back on Done, and its
 	// namespace must not count this reconcile as still running then.
 	defer c.fair.finished(key)
@@ -420,13 +448,76 @@ func (c *Controller) enqueueObject(obj any, t Trigger) {
 }
 
 func (c *Controller) enqueue(key cache.ObjectName, t Trigger) {
+	if c.opts.Shard != nil && !c.opts.Shard.Owns(key) {
+		return
+	}
 	c.addTrigger(key, t, c.clock.Now())
 	c.queue.Add(key)
 }
 
 func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Duration) {
+	if c.opts.Shard != nil && !c.opts.Shard.Owns(key) {
+		return
+	}
 	c.addTrigger(key, t, c.clock.Now().Add(d))
 	c.queue.AddAfter(key, d)
+}
+
+// dropTriggers forgets the recorded causes of a key this replica does not
+// reconcile.
+func (c *Controller) dropTriggers(key cache.ObjectName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.triggers, key)
+	delete(c.lastTrigger, key)
+}
+
+// ShardChanged takes on a new share of the VidraResources (see
+// Options.Shard): buckets are this replica's. The watch registry's
+// informers then select the objects of those buckets only (a restart of
+// each, and a fresh list); the keys this replica lost are forgotten, with
+// their informers' references, and those it owns are reconciled, since
+// their events may have been dropped while the share changed. It returns
+// how many keys this replica owns.
+func (c *Controller) ShardChanged(ctx context.Context, buckets []int) int {
+	logger := klog.FromContext(ctx)
+	if err := c.registry.SetLabelSelector(objectSelector(buckets)); err != nil {
+		logger.Error(err, "Selecting the objects of this replica's buckets failed")
+	}
+	vrs, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	owned := 0
+	for _, vr := range vrs {
+		key := cache.MetaObjectToName(vr)
+		if c.opts.Shard.Owns(key) {
+			owned++
+			c.enqueue(key, TriggerRebalance)
+			continue
+		}
+		c.forget(key)
+	}
+	return owned
+}
+
+// objectSelector selects the managed objects the watch registry caches:
+// every object with Vidra's marks, or, for a replica of a sharded operator,
+// those of its buckets (all 256: every object, as without sharding).
+func objectSelector(buckets []int) string {
+	sel := v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue + "," + v1alpha1.OwnerUIDLabel
+	if buckets == nil || len(buckets) == shard.Buckets {
+		return sel
+	}
+	if len(buckets) == 0 {
+		// No bucket is this replica's: select nothing.
+		return sel + "," + v1alpha1.BucketLabel + " in (none)"
+	}
+	values := make([]string, len(buckets))
+	for i, b := range buckets {
+		values[i] = strconv.Itoa(b)
+	}
+	return sel + "," + v1alpha1.BucketLabel + " in (" + strings.Join(values, ",") + ")"
 }
 
 // pendingTrigger is a recorded cause of a queued key: when it was

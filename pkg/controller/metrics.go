@@ -21,9 +21,12 @@ const (
 	// TriggerDependency: a VidraResource this one depends on became Ready,
 	// or stopped being Ready.
 	TriggerDependency Trigger = "dependency"
+	// TriggerRebalance: this replica of a sharded operator took on a new
+	// share of the VidraResources.
+	TriggerRebalance Trigger = "rebalance"
 )
 
-var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerDependency, TriggerHealth, TriggerStartup, TriggerRetry, TriggerInterval}
+var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerDependency, TriggerHealth, TriggerStartup, TriggerRebalance, TriggerRetry, TriggerInterval}
 
 // Metrics are the controller's Prometheus metrics. Their values are what the
 // tests read to count reconciles, so that nothing depends on log parsing.

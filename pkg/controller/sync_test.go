@@ -34,6 +34,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	vidrafake "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/fake"
 	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
@@ -433,7 +434,8 @@ func liveApp(namespace string, owner *v1alpha1.VidraResource) *unstructured.Unst
 		"data":     map[string]any{"key": "value"},
 	}}
 	if owner != nil {
-		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(owner.UID)})
+		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(owner.UID),
+			v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(owner))})
 		u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: owner.Namespace + "/" + owner.Name})
 	}
 	return u

@@ -10,6 +10,10 @@ const (
 	// OwnerUIDLabel carries the UID of the VidraResource that manages the
 	// object. Prune and delete only touch objects whose label matches.
 	OwnerUIDLabel = "vidraresource.infrahub.operators.com/owner-uid"
+	// BucketLabel carries the bucket (0–255) of the managing
+	// VidraResource, a hash of its namespace and name: the replicas of a
+	// sharded operator each watch the objects of their own buckets only.
+	BucketLabel = "vidraresource.infrahub.operators.com/bucket"
 	// OwnedByAnnotation carries <namespace>/<name> of the managing
 	// VidraResource; watch events are mapped back to it through this.
 	OwnedByAnnotation = "vidraresource.infrahub.operators.com/owned-by"
