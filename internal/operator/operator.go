@@ -188,7 +188,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 				c := ctrl
 				ctrlMu.Unlock()
 				if c != nil {
-					o.member.Metrics().SetKeys(c.ShardChanged(ctx, buckets))
+					c.ShardChanged(ctx, buckets)
 				}
 			},
 		})
@@ -196,6 +196,17 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			return nil, err
 		}
 		shardOpt = o.member
+		opts.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vidra_shard_keys", Help: "VidraResources this replica owns now.",
+		}, func() float64 {
+			ctrlMu.Lock()
+			c := ctrl
+			ctrlMu.Unlock()
+			if c == nil {
+				return 0
+			}
+			return float64(c.OwnedKeys())
+		}))
 	}
 	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace),
 		externalversions.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = opts.ShardSelector }))

@@ -10,7 +10,6 @@ import (
 type Metrics struct {
 	members    prometheus.Gauge
 	buckets    prometheus.Gauge
-	keys       prometheus.Gauge
 	rebalances prometheus.Counter
 	handoff    prometheus.Histogram
 }
@@ -24,9 +23,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vidra_shard_buckets", Help: "Buckets (of 256) this replica owns in its settled view; 0 while the view settles.",
 		}),
-		keys: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vidra_shard_keys", Help: "VidraResources this replica owns in its settled view.",
-		}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vidra_shard_rebalances_total", Help: "Changes of membership this replica took on.",
 		}),
@@ -37,16 +33,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.members, m.buckets, m.keys, m.rebalances, m.handoff)
+		reg.MustRegister(m.members, m.buckets, m.rebalances, m.handoff)
 	}
 	return m
-}
-
-// SetKeys records how many VidraResources this replica owns.
-func (m *Metrics) SetKeys(n int) {
-	if m != nil {
-		m.keys.Set(float64(n))
-	}
 }
 
 func (m *Metrics) rebalanced(members int) {

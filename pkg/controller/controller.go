@@ -477,28 +477,43 @@ func (c *Controller) dropTriggers(key cache.ObjectName) {
 // informers then select the objects of those buckets only (a restart of
 // each, and a fresh list); the keys this replica lost are forgotten, with
 // their informers' references, and those it owns are reconciled, since
-// their events may have been dropped while the share changed. It returns
-// how many keys this replica owns.
-func (c *Controller) ShardChanged(ctx context.Context, buckets []int) int {
+// their events may have been dropped while the share changed.
+func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	logger := klog.FromContext(ctx)
 	if err := c.registry.SetLabelSelector(objectSelector(buckets)); err != nil {
 		logger.Error(err, "Selecting the objects of this replica's buckets failed")
 	}
 	vrs, err := c.lister.List(labels.Everything())
 	if err != nil {
-		return 0
+		return
 	}
-	owned := 0
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)
 		if c.opts.Shard.Owns(key) {
-			owned++
 			c.enqueue(key, TriggerRebalance)
 			continue
 		}
 		c.forget(key)
 	}
-	return owned
+}
+
+// OwnedKeys counts the VidraResources this replica owns: all of them
+// without sharding.
+func (c *Controller) OwnedKeys() int {
+	vrs, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	if c.opts.Shard == nil {
+		return len(vrs)
+	}
+	n := 0
+	for _, vr := range vrs {
+		if c.opts.Shard.Owns(cache.MetaObjectToName(vr)) {
+			n++
+		}
+	}
+	return n
 }
 
 // objectSelector selects the managed objects the watch registry caches:

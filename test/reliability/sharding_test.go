@@ -1,0 +1,124 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vidra-operator/vidra/internal/shard"
+)
+
+const (
+	shardResources = 60
+	shardLease     = 4 * time.Second
+)
+
+// startMember starts a replica of a sharded operator named id.
+func startMember(t *testing.T, ns, id string) *operator {
+	t.Helper()
+	return startOperator(t, ns, "--sharding", "--shard-identity="+id,
+		"--shard-lease-duration="+shardLease.String(), "--shard-renew-period=500ms")
+}
+
+// waitMembers waits until each replica has settled on a view of n members.
+func waitMembers(t *testing.T, n int, ops ...*operator) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, op := range ops {
+			if op.metric(ctx, "vidra_shard_members", nil) != float64(n) || op.metric(ctx, "vidra_shard_buckets", nil) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the replicas never settled on %d members", n)
+	}
+}
+
+// Three replicas split the resources, each applying and caching only its
+// share; when one is SIGKILLed, the others serve its resources again within
+// the Lease duration and a second, and nothing is applied twice or lost.
+func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
+	ns := namespace(t)
+	ids := []string{"member-a", "member-b", "member-c"}
+	ops := make([]*operator, len(ids))
+	for i, id := range ids {
+		ops[i] = startMember(t, ns, id)
+	}
+	waitMembers(t, 3, ops...)
+
+	createResources(t, ns, shardResources)
+	waitConverged(t, ns, shardResources, 3*time.Minute)
+	// Each reconcile's last write comes before its status, which
+	// waitConverged reads: the counters are final once the replicas are
+	// quiet.
+	for _, op := range ops {
+		settle(t, op)
+	}
+	ctx := t.Context()
+	var applies, cached, keys float64
+	for i, op := range ops {
+		a := op.metric(ctx, "vidra_applies_total", map[string]string{"result": "success"})
+		c := op.metric(ctx, "vidra_watchregistry_cached_objects", nil)
+		k := op.metric(ctx, "vidra_shard_keys", nil)
+		t.Logf("%s: %.0f keys, %.0f applies, %.0f objects cached", ids[i], k, a, c)
+		if k == 0 || c == 0 {
+			t.Errorf("%s has no share: %.0f keys, %.0f objects cached", ids[i], k, c)
+		}
+		applies, cached, keys = applies+a, cached+c, keys+k
+	}
+	if keys != shardResources {
+		t.Errorf("the replicas own %.0f resources between them, want %d: each exactly once", keys, shardResources)
+	}
+	if applies != 4*shardResources {
+		t.Errorf("%.0f successful applies for %d objects: an object was applied by two replicas, or twice", applies, 4*shardResources)
+	}
+	if cached != 4*shardResources {
+		t.Errorf("the replicas cache %.0f objects between them, want each of the %d once", cached, 4*shardResources)
+	}
+
+	// Kill member-b and break an object of one of its resources at once.
+	victim := -1
+	for i := range shardResources {
+		b := shard.Bucket(cache.ObjectName{Namespace: ns, Name: resourceName(i)})
+		if shard.Owner(b, ids) == "member-b" {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("member-b owns none of the resources")
+	}
+	ops[1].Kill()
+	killed := time.Now()
+	deleteConfigMap(t, ns, resourceName(victim))
+	waitRestored(t, fmt.Sprintf("the ConfigMap of %s, whose replica was killed", resourceName(victim)), shardLease+30*time.Second,
+		configMapExists(ns, resourceName(victim)))
+	took := time.Since(killed)
+	t.Logf("a resource of the killed replica was served again %s after the kill (Lease duration %s)", took.Round(time.Millisecond), shardLease)
+	if took > shardLease+time.Second {
+		t.Errorf("the killed replica's resources were served again after %s, want within the Lease duration + 1s (%s)", took, shardLease+time.Second)
+	}
+	waitMembers(t, 2, ops[0], ops[2])
+	assertNoOrphans(t, ns)
+	if n, err := converged(ctx, ns); err != nil || n != shardResources {
+		t.Errorf("%d of %d resources converged after the handoff (%v)", n, shardResources, err)
+	}
+
+	// A replica that joins takes its share without a restart of the others.
+	d := startMember(t, ns, "member-d")
+	waitMembers(t, 3, ops[0], ops[2], d)
+	list, err := vidra.InfrahubV1alpha1().VidraResources(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != shardResources {
+		t.Fatalf("%d resources, want %d", len(list.Items), shardResources)
+	}
+}
