@@ -217,15 +217,22 @@ func TestInstallManifestsPassServerSideDryRun(t *testing.T) {
 	if err := env.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(t.Context(), env.Kubectl(), "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(),
-		"apply", "-k", filepath.Join(root, "manifests"), "--dry-run=server").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply -k manifests --dry-run=server: %v\n%s", err, out)
-	}
-	for _, want := range []string{"customresourcedefinition", "clusterrole.rbac.authorization.k8s.io/vidra-manager", "deployment.apps/vidra", "configmap/vidra-config", "service/vidra-metrics"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("dry run output lacks %s:\n%s", want, out)
+	// The default install, and the overlay of sharded replicas.
+	for _, dir := range []string{"manifests", "deploy/sharded"} {
+		out, err := exec.CommandContext(t.Context(), env.Kubectl(), "--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(),
+			"apply", "-k", filepath.Join(root, dir), "--dry-run=server").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl apply -k %s --dry-run=server: %v\n%s", dir, err, out)
 		}
+		for _, want := range []string{"customresourcedefinition", "clusterrole.rbac.authorization.k8s.io/vidra-manager", "deployment.apps/vidra", "configmap/vidra-config", "service/vidra-metrics"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("dry run of %s lacks %s:\n%s", dir, want, out)
+			}
+		}
+	}
+	out, err := exec.CommandContext(t.Context(), env.Kubectl(), "kustomize", filepath.Join(root, "deploy/sharded")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "- --sharding") || strings.Contains(string(out), "--leader-elect") || !strings.Contains(string(out), "replicas: 3") {
+		t.Errorf("deploy/sharded does not run three sharded replicas without leader election (%v):\n%s", err, out)
 	}
 }
 
