@@ -20,8 +20,8 @@ const kubeconfigKey = "kubeconfig"
 
 func newCluster(r *root) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cluster",
-		Short: "Manage the remote clusters VidraResources deploy to",
+		Use:     "cluster",
+		Short:   "Manage the remote clusters VidraResources deploy to",
 		Example: `  kubectl vidra cluster add staging --context staging-admin -n team-a`,
 	}
 	cmd.AddCommand(newClusterAdd(r))

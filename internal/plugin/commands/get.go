@@ -145,7 +145,7 @@ func newWhy(r *root) *cobra.Command {
 with the API server's or the health check's message, its recent Warning Events,
 and when Vidra tries again (or, where the operator does not publish that, what
 makes it try).`,
-		Example: `  kubectl vidra why web -n team-a`,
+		Example:           `  kubectl vidra why web -n team-a`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: r.completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
