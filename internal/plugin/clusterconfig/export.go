@@ -45,7 +45,7 @@ func Export(cfg *clientcmdapi.Config, contextName string) (*Exported, error) {
 	// that the operator cannot run it at all.
 	for _, user := range kc.AuthInfos {
 		if user.Exec != nil || user.AuthProvider != nil {
-			return nil, refused(contextName, check(kc))
+			return nil, refused(check(kc))
 		}
 	}
 	if ferr != nil {
@@ -68,7 +68,7 @@ func Export(cfg *clientcmdapi.Config, contextName string) (*Exported, error) {
 	}
 	server, err := destination.CheckKubeconfig(data)
 	if err != nil {
-		return nil, refused(contextName, err)
+		return nil, refused(err)
 	}
 	return &Exported{Kubeconfig: data, Server: server}, nil
 }
@@ -104,9 +104,9 @@ func check(kc *clientcmdapi.Config) error {
 	return err
 }
 
-func refused(contextName string, err error) error {
-	return fmt.Errorf("context %q cannot be used by the operator from a Secret: %w; "+
-		"use a context with a client certificate or a token (for example a ServiceAccount token) instead", contextName, err)
+func refused(err error) error {
+	return fmt.Errorf("the operator would refuse this kubeconfig in a Secret: %w; "+
+		"use a context with a client certificate or a token (for example a ServiceAccount token) instead", err)
 }
 
 func contexts(cfg *clientcmdapi.Config) string {

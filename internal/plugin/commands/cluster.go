@@ -3,15 +3,12 @@ package commands
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/vidra-operator/vidra/internal/plugin/clusterconfig"
-	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 // kubeconfigKey is the key of the Secret that holds the kubeconfig, the
@@ -94,18 +91,10 @@ spec.destination stanza to use.`,
 			if output != "" {
 				return printObject(r.streams.Out, secret, output)
 			}
-			stanza, err := yaml.Marshal(map[string]any{"destination": v1alpha1.Destination{
-				Server:              exported.Server,
-				KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: args[0], Key: kubeconfigKey},
-			}})
-			if err != nil {
-				return err
-			}
 			fmt.Fprintf(r.streams.Out, "secret/%s created in namespace %s%s\n", args[0], ns, dryRunNote(dryRun))
 			fmt.Fprintf(r.streams.Out, "Deploy to %s from a VidraResource of namespace %s with:\n\n", exported.Server, ns)
-			for _, line := range strings.Split(strings.TrimRight(string(stanza), "\n"), "\n") {
-				fmt.Fprintf(r.streams.Out, "  %s\n", line)
-			}
+			fmt.Fprintf(r.streams.Out, "  destination:\n    server: %s\n    kubeconfigSecretRef:\n      name: %s\n      key: %s\n",
+				exported.Server, args[0], kubeconfigKey)
 			return nil
 		},
 	}

@@ -154,13 +154,17 @@ func Pack(files []File) (*Manifest, error) {
 		if isJSON(text) {
 			// A YAML manifest cannot hold a JSON array or a second
 			// top-level JSON value: write the objects as YAML documents.
-			for _, o := range objs {
+			for i, o := range objs {
 				y, err := yaml.Marshal(o.Object.Object)
 				if err != nil {
 					errs = append(errs, &FileError{Path: f.Path, Err: fmt.Errorf("document %d: %w", o.Index, err)})
 					continue
 				}
-				docs = append(docs, string(y))
+				doc := string(y)
+				if i == 0 {
+					doc = "# " + f.Path + "\n" + doc
+				}
+				docs = append(docs, doc)
 			}
 			continue
 		}

@@ -171,15 +171,15 @@ func eventTime(e corev1.Event) time.Time {
 // attempt instead.
 func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	name := vr.Name
-	interval := "the operator's requeueResourcesAfter (10m by default)"
-	if vr.Spec.Interval != nil {
+	interval := ""
+	if vr.Spec.Interval != nil && vr.Spec.Interval.Duration > 0 {
 		interval = vr.Spec.Interval.Duration.String()
-		if vr.Spec.Interval.Duration == 0 {
-			interval = ""
-		}
 	}
 	periodic := ""
-	if interval != "" {
+	switch {
+	case vr.Spec.Interval == nil:
+		periodic = "; besides, it is re-checked periodically (the operator's requeueResourcesAfter, 10m by default)"
+	case interval != "":
 		periodic = "; besides, it is re-checked every " + interval
 	}
 	readyCond := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
@@ -241,9 +241,17 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 	if len(x.Conditions) == 0 {
 		b.WriteString("  none yet: the operator has not reconciled it\n")
 	}
+	said := map[string]string{}
 	for _, c := range x.Conditions {
 		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-6s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
-		if c.Message != "" {
+		// Ready, Stalled and Reconciling often carry one message; say it once.
+		msg := strings.TrimPrefix(c.Message, "Retrying with backoff: ")
+		switch first, seen := said[msg]; {
+		case c.Message == "":
+		case seen:
+			fmt.Fprintf(&b, "               (the message of %s)\n", first)
+		default:
+			said[msg] = c.Type
 			fmt.Fprintf(&b, "               %s\n", oneLine(c.Message))
 		}
 	}
