@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -334,4 +335,45 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 			t.Errorf("kubectl vidra %s --help shows no example", strings.Join(cmd, " "))
 		}
 	}
+}
+
+func TestDiffActsAsTheResourcesServiceAccount(t *testing.T) {
+	ns := namespace(t)
+	if _, err := testenv.CreateConfigMapTenant(t.Context(), kube, ns, "deployer"); err != nil {
+		t.Fatal(err)
+	}
+	ready(t, ns, "web", configMap("a", "1"), func(vr *v1alpha1.VidraResource) { vr.Spec.ServiceAccountName = "deployer" })
+	n := normal{names: map[string]string{ns: "<ns>"}}
+
+	// The ServiceAccount may write ConfigMaps only: the dry run, run as it,
+	// is refused the Secret, as the operator's apply would be.
+	file := filepath.Join(t.TempDir(), "new.yaml")
+	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: x\n"
+	if err := os.WriteFile(file, []byte(docs(configMap("a", "2"), secret)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, "diff", "web", "-n", ns, "-f", file).expect(t, 2)
+	golden(t, "diff-serviceaccount.txt", res.stdout+"---- stderr\n"+res.stderr, n)
+
+	// A person who may read the resource but not impersonate its
+	// ServiceAccount hears so, before any dry run.
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "read-vr"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{v1alpha1.ResourcePlural}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "read-vr"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-vr"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reader"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteUserKubeconfig(path, "reader"); err != nil {
+		t.Fatal(err)
+	}
+	res = runWith(t, path, "", "diff", "web", "-n", ns).expect(t, 2)
+	golden(t, "diff-no-impersonation.txt", res.stderr, n)
 }
