@@ -153,7 +153,12 @@ func healthCount(vr *v1alpha1.VidraResource) string {
 // would take for a command: messages come from API servers and objects
 // anyone may write.
 func oneLine(s string) string {
-	return printers.EscapeTerminal(strings.Join(strings.Fields(s), " "))
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, printers.EscapeTerminal(strings.Join(strings.Fields(s), " ")))
 }
 
 // conditionTime is a condition's last transition, or zero.

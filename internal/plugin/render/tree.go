@@ -1,8 +1,10 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -54,6 +56,10 @@ func (o TreeObject) Ref() string {
 	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
+// documentPrefix is the location the operator gives an object's error,
+// which the tree, naming the object, does not repeat.
+var documentPrefix = regexp.MustCompile(`^\(document -?\d+\): `)
+
 // NewTree gathers the tree of vr from its status alone: the inventory and
 // its health, the drift records and the conditions.
 func NewTree(vr *v1alpha1.VidraResource) *Tree {
@@ -83,7 +89,7 @@ func NewTree(vr *v1alpha1.VidraResource) *Tree {
 		var mine []string
 		for _, c := range conflicts {
 			if strings.HasPrefix(c, o.Ref()+" ") {
-				mine = append(mine, strings.TrimSpace(strings.TrimPrefix(c, o.Ref())))
+				mine = append(mine, documentPrefix.ReplaceAllString(strings.TrimPrefix(c, o.Ref()+" "), ""))
 			}
 		}
 		o.Conflict = strings.Join(mine, "; ")
@@ -115,7 +121,8 @@ func findDrift(records []v1alpha1.DriftRecord, m v1alpha1.ManagedResource) *v1al
 //	demo           ├─ConfigMap/web-config               Current      corrected 2m ago: /data/x by kubectl-edit
 //	demo           └─Deployment/web                     InProgress                                                 Deployment is not available
 func WriteTree(w io.Writer, t *Tree, o Options) error {
-	tw := printers.GetNewTabWriter(w)
+	var buf bytes.Buffer
+	tw := printers.GetNewTabWriter(&buf)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tHEALTH\tDRIFT\tMESSAGE")
 	rootMsg := t.Reason
 	switch {
@@ -128,7 +135,7 @@ func WriteTree(w io.Writer, t *Tree, o Options) error {
 	if healthy == "" {
 		healthy = none
 	}
-	fmt.Fprintf(tw, "%s\tVidraResource/%s\t%s\t%s\t%s\t%s\n", t.Namespace, t.Name, o.paint(statusColor(t.Ready), t.Ready),
+	row(tw, t.Namespace, "VidraResource/"+t.Name, o.paint(statusColor(t.Ready), t.Ready),
 		o.paint(statusColor(healthy), healthy), rootDrift(t), rootMsg)
 	for i, obj := range t.Objects {
 		branch := "├─"
@@ -150,10 +157,32 @@ func WriteTree(w io.Writer, t *Tree, o Options) error {
 		if obj.HealthMessage != "" && obj.Health != "Current" {
 			msg = append(msg, oneLine(obj.HealthMessage))
 		}
-		fmt.Fprintf(tw, "%s\t%s%s/%s\t\t%s\t%s\t%s\n", ns, branch, obj.Kind, obj.Name, o.paint(statusColor(health), health),
+		row(tw, ns, branch+obj.Kind+"/"+obj.Name, "", o.paint(statusColor(health), health),
 			drift(obj, o.Now), strings.Join(msg, "; "))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.String())
+}
+
+// writeTrimmed writes s without the blanks the tab writer pads empty last
+// cells with.
+func writeTrimmed(w io.Writer, s string) error {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if strings.HasSuffix(l, "\n") {
+			lines[i] = strings.TrimRight(l[:len(l)-1], " ") + "\n"
+		}
+	}
+	_, err := io.WriteString(w, strings.Join(lines, ""))
+	return err
+}
+
+// row writes one row of cells. Empty trailing cells stay: a shorter row
+// would end the tab writer's column blocks and misalign the rows below.
+func row(w io.Writer, cells ...string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
 }
 
 // rootDrift counts the drift of the whole resource.
