@@ -45,7 +45,7 @@ func newVersion(r *root) *cobra.Command {
 			if output != "" {
 				return printData(r.streams.Out, info, output)
 			}
-			fmt.Fprintf(r.streams.Out, "kubectl-vidra: %s (%s, %s)\n", info.ClientVersion, info.GoVersion, info.Platform)
+			fmt.Fprintf(r.streams.Out, "Client Version: %s (%s, %s)\n", info.ClientVersion, info.GoVersion, info.Platform)
 			if info.ServerVersion != "" {
 				fmt.Fprintf(r.streams.Out, "Server Version: %s\n", info.ServerVersion)
 			}
