@@ -70,6 +70,7 @@ generate:
 run: controlplane
 	@bash hack/prereqs.sh $(METRICS_ADDR) $(PROBE_ADDR)
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
+	$(GO) build -o $(BIN)/kubectl-vidra ./cmd/kubectl-vidra
 	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
 		--metrics-bind-address $(METRICS_ADDR) --health-probe-bind-address $(PROBE_ADDR)
 
