@@ -160,7 +160,7 @@ func writeOutcome(r *root, vr *v1alpha1.VidraResource) error {
 	fmt.Fprintf(&b, "Objects: %d managed, %d healthy\n", len(vr.Status.ManagedResources), current)
 	x := render.Explain(vr, nil, time.Now())
 	if len(x.Failing) > 0 {
-		b.WriteString("Failing:\n")
+		b.WriteString("Objects failing or not healthy:\n")
 		for _, f := range x.Failing {
 			fmt.Fprintf(&b, "  %s: %s\n", f.Object, f.Problem)
 		}

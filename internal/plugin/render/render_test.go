@@ -138,7 +138,7 @@ Conditions:
   Healthy      False  Degraded (60s ago)
                Deployment team-a/web failed
 
-Failing objects:
+Objects failing or not healthy:
   ConfigMap team-a/shared
       owned by VidraResource team-b/other
   Deployment team-a/web

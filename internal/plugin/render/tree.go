@@ -219,5 +219,6 @@ func drift(o TreeObject, now time.Time) string {
 	if d.Manager != "" {
 		s += " by " + d.Manager
 	}
-	return s
+	// A field manager's name is anyone's choice: keep it off the terminal.
+	return oneLine(s)
 }

@@ -256,7 +256,7 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 		}
 	}
 	if len(x.Failing) > 0 {
-		b.WriteString("\n" + o.paint(bold, "Failing objects:") + "\n")
+		b.WriteString("\n" + o.paint(bold, "Objects failing or not healthy:") + "\n")
 		for _, f := range x.Failing {
 			fmt.Fprintf(&b, "  %s\n      %s\n", f.Object, oneLine(f.Problem))
 		}
