@@ -10,7 +10,7 @@ CONTROLPLANE := $(BIN)/controlplane/$(K8S_VERSION)
 # the slowest package with its own control plane on a 2-core machine.
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
-.PHONY: all build test unit verify generate controlplane prereqs run bench fmt vet clean
+.PHONY: all build install-plugin test unit verify generate controlplane prereqs run bench fmt vet clean
 
 # make run's listen addresses for Vidra's /metrics and probes.
 METRICS_ADDR ?= 127.0.0.1:18080
@@ -18,8 +18,22 @@ PROBE_ADDR   ?= 127.0.0.1:18081
 
 all: build
 
+## build: the operator (bin/vidra), the kubectl plugin (bin/kubectl-vidra)
+## and localup.
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./hack/localup
+
+## install-plugin: kubectl vidra, for kubectl to find on the PATH: the binary
+## kubectl-vidra into BIN_DIR (default: the first entry of GOPATH, /bin), and
+## kubectl_complete-vidra, which kubectl (1.26 and later) runs to complete
+## the plugin's arguments.
+BIN_DIR ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+install-plugin:
+	mkdir -p $(BIN_DIR)
+	$(GO) build -o $(BIN_DIR)/kubectl-vidra ./cmd/kubectl-vidra
+	printf '#!/bin/sh\n# kubectl runs this to complete the arguments of kubectl vidra.\nexec kubectl-vidra __complete "$$@"\n' > $(BIN_DIR)/kubectl_complete-vidra
+	chmod +x $(BIN_DIR)/kubectl_complete-vidra
+	@echo "installed $(BIN_DIR)/kubectl-vidra; with $(BIN_DIR) on the PATH, run: kubectl vidra --help"
 
 controlplane: prereqs
 	bash hack/controlplane/build.sh
@@ -56,6 +70,7 @@ generate:
 run: controlplane
 	@bash hack/prereqs.sh $(METRICS_ADDR) $(PROBE_ADDR)
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
+	$(GO) build -o $(BIN)/kubectl-vidra ./cmd/kubectl-vidra
 	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
 		--metrics-bind-address $(METRICS_ADDR) --health-probe-bind-address $(PROBE_ADDR)
 

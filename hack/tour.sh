@@ -8,7 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export KUBECONFIG=${KUBECONFIG:-$root/bin/local/kubeconfig}
-export PATH=$root/bin/controlplane/v1.37.1:$PATH
+export PATH=$root/bin/controlplane/v1.37.1:$root/bin:$PATH
 metrics=${METRICS_ADDR:-127.0.0.1:18080}
 
 step() { printf '%-60s' "$1"; }
@@ -28,6 +28,13 @@ within() {
 step "the sample is Ready"
 kubectl wait -n vidra-system --for=condition=Ready vr/sample-app --timeout=60s >/dev/null || fail "vr/sample-app is not Ready"
 kubectl get vr -A -o wide | grep -q 'sample-app.*True.*Succeeded' || fail "kubectl get vr -A -o wide does not show sample-app True Succeeded"
+ok
+
+step "kubectl vidra tree and diff show the sample"
+[[ -x $root/bin/kubectl-vidra ]] || go build -o "$root/bin/kubectl-vidra" "$root/cmd/kubectl-vidra"
+tree=$(kubectl vidra tree sample-app -n vidra-system) || fail "kubectl vidra tree sample-app -n vidra-system failed"
+grep -q '└─Deployment/web' <<<"$tree" || fail "the tree of sample-app does not end with Deployment/web: $tree"
+kubectl vidra diff sample-app -n vidra-system >/dev/null || fail "kubectl vidra diff sample-app reports differences on a fresh sample"
 ok
 
 step "a deleted ConfigMap comes back"

@@ -110,8 +110,9 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf(`
 Vidra is running against a local control plane. In another shell:
 
-  export KUBECONFIG=%s PATH=%s:$PATH
+  export KUBECONFIG=%s PATH=%s:%s:$PATH
   kubectl get vr -A -o wide                       # READY, STATUS, MANAGED
+  kubectl vidra tree sample-app -n vidra-system   # each object, its health and drift
   kubectl -n demo delete configmap web-config     # break something ...
   kubectl -n demo get configmap web-config        # ... and it is back
   kubectl -n demo label service web hand=made     # a hand edit, taken back
@@ -121,7 +122,7 @@ Vidra is running against a local control plane. In another shell:
   curl -s http://%s/metrics | grep vidra_         # reconciles, drift corrections
 
 Press Ctrl-C to stop; everything started here is removed.
-`, kubeconfig, bin, o.metricsAddr)
+`, kubeconfig, bin, filepath.Join(root, "bin"), o.metricsAddr)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()

@@ -59,6 +59,17 @@ func restConfigFromKubeconfig(data []byte, server string) (cfg *rest.Config, act
 	return cfg, cluster.Server, exact, nil
 }
 
+// CheckKubeconfig applies to kubeconfig data the checks the operator
+// applies to a kubeconfig Secret, and returns the server of its current
+// context: it must parse, its current context must name a cluster with a
+// server, and it must be self-contained (see selfContained). Tools that
+// write such Secrets (kubectl vidra cluster add) call it so that they
+// refuse exactly what the operator would refuse.
+func CheckKubeconfig(data []byte) (server string, err error) {
+	_, server, _, err = restConfigFromKubeconfig(data, "")
+	return server, err
+}
+
 func contextNames(kc *clientcmdapi.Config) []string {
 	names := make([]string, 0, len(kc.Contexts))
 	for n := range kc.Contexts {

@@ -1,0 +1,106 @@
+package preview
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestCleanDropsWhatEveryWriteChanges(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": "a", "namespace": "ns", "uid": "1", "resourceVersion": "7", "generation": int64(2),
+			"creationTimestamp": "2026-01-01T00:00:00Z", "managedFields": []any{map[string]any{"manager": "vidra"}},
+			"labels": map[string]any{"app": "web"},
+		},
+		"data":   map[string]any{"k": "v"},
+		"status": map[string]any{"phase": "Active"},
+	}}
+	got, err := YAML(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apiVersion: v1\ndata:\n  k: v\nkind: ConfigMap\nmetadata:\n  labels:\n    app: web\n  name: a\n  namespace: ns\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("YAML (-want +got):\n%s", diff)
+	}
+	if _, ok := u.Object["status"]; !ok {
+		t.Error("Clean changed its argument")
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	tests := []struct {
+		name, before, after, want string
+	}{
+		{name: "equal", before: "a: 1\n", after: "a: 1\n", want: ""},
+		{name: "changed", before: "a: 1\nb: 1\n", after: "a: 1\nb: 2\n",
+			want: "--- live\n+++ vidra\n@@ -1,2 +1,2 @@\n a: 1\n-b: 1\n+b: 2\n"},
+		{name: "created", before: "", after: "a: 1\n", want: "--- live\n+++ vidra\n@@ -0,0 +1 @@\n+a: 1\n"},
+		{name: "deleted", before: "a: 1\n", after: "", want: "--- live\n+++ vidra\n@@ -1 +0,0 @@\n-a: 1\n"},
+		{name: "no final newline", before: "a: 1", after: "a: 2", want: "--- live\n+++ vidra\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := UnifiedDiff(tc.before, tc.after, "live", "vidra")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("diff (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRenderShowsChangesAndCountsTheRest(t *testing.T) {
+	r := &Result{Resource: "ns/web", Objects: []Object{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a", Action: ActionUnchanged},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b", Action: ActionChange, Diff: "--- live\n+++ vidra\n@@ -1 +1 @@\n-x: 1\n+x: 2\n"},
+		{APIVersion: "v1", Kind: "Namespace", Name: "old", Action: ActionKeep, Message: "prune refused"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "c", Action: ActionConflict, Message: "not ours"},
+	}}
+	var b strings.Builder
+	if err := Render(&b, r, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `# ConfigMap ns/b: change
+--- live
++++ vidra
+@@ -1 +1 @@
+-x: 1
++x: 2
+# Namespace old: keep (prune refused)
+# ConfigMap ns/c: conflict (not ours)
+# ns/web: 1 to change, 1 kept (prune refused), 1 in conflict, 1 unchanged
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("Render (-want +got):\n%s", diff)
+	}
+	if !r.Differs() || r.Failed() {
+		t.Errorf("Differs %v, Failed %v; want true, false", r.Differs(), r.Failed())
+	}
+
+	b.Reset()
+	if err := Render(&b, r, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), green+"+x: 2"+reset) || !strings.Contains(b.String(), red+"-x: 1"+reset) {
+		t.Errorf("colours missing:\n%q", b.String())
+	}
+}
+
+func TestDiffersOnlyOnChanges(t *testing.T) {
+	for a, want := range map[Action]bool{
+		ActionCreate: true, ActionChange: true, ActionPrune: true, ActionRelease: true, ActionConflict: true,
+		ActionUnchanged: false, ActionKeep: false, ActionIgnore: false, ActionError: false,
+	} {
+		r := &Result{Objects: []Object{{Action: a}}}
+		if r.Differs() != want {
+			t.Errorf("%s: Differs %v, want %v", a, r.Differs(), want)
+		}
+	}
+}

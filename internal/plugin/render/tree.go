@@ -1,0 +1,224 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// Tree is a VidraResource and each object it manages, as kubectl vidra
+// tree shows them.
+type Tree struct {
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Ready       string `json:"ready"`
+	Reason      string `json:"reason,omitempty"`
+	Healthy     string `json:"healthy,omitempty"`
+	Suspended   bool   `json:"suspended,omitempty"`
+	DriftPolicy string `json:"driftPolicy"`
+	// Conflict is the message of the Conflict condition, when True.
+	Conflict string       `json:"conflict,omitempty"`
+	Objects  []TreeObject `json:"objects"`
+}
+
+// TreeObject is one managed object of a Tree.
+type TreeObject struct {
+	APIVersion    string `json:"apiVersion"`
+	Kind          string `json:"kind"`
+	Namespace     string `json:"namespace,omitempty"`
+	Name          string `json:"name"`
+	Health        string `json:"health,omitempty"`
+	HealthMessage string `json:"healthMessage,omitempty"`
+	// Drift is, with driftPolicy Report, how the object differs now;
+	// otherwise the last correction of it that the history holds.
+	Drift *v1alpha1.DriftRecord `json:"drift,omitempty"`
+	// Drifted tells that Drift is a difference that stays (Report), not
+	// one corrected.
+	Drifted bool `json:"drifted,omitempty"`
+	// Conflict is what the Conflict condition says of this object.
+	Conflict string `json:"conflict,omitempty"`
+}
+
+// Ref names the object as the operator's messages do: Kind ns/name.
+func (o TreeObject) Ref() string {
+	if o.Namespace == "" {
+		return o.Kind + " " + o.Name
+	}
+	return o.Kind + " " + o.Namespace + "/" + o.Name
+}
+
+// documentPrefix is the location the operator gives an object's error,
+// which the tree, naming the object, does not repeat.
+var documentPrefix = regexp.MustCompile(`^\(document -?\d+\): `)
+
+// NewTree gathers the tree of vr from its status alone: the inventory and
+// its health, the drift records and the conditions.
+func NewTree(vr *v1alpha1.VidraResource) *Tree {
+	ready, _ := condition(vr, v1alpha1.ConditionReady)
+	t := &Tree{Namespace: vr.Namespace, Name: vr.Name, Ready: ready, Suspended: vr.Spec.Suspend, DriftPolicy: string(vr.Spec.DriftPolicy)}
+	if t.DriftPolicy == "" {
+		t.DriftPolicy = string(v1alpha1.DriftPolicyCorrect)
+	}
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		t.Reason = c.Reason
+	}
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionHealthy); c != nil {
+		t.Healthy = c.Reason
+	}
+	var conflicts []string
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); c != nil && c.Status == "True" {
+		t.Conflict = c.Message
+		conflicts = strings.Split(c.Message, "; ")
+	}
+	for _, m := range vr.Status.ManagedResources {
+		o := TreeObject{APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, Health: m.Health, HealthMessage: m.HealthMessage}
+		if d := findDrift(vr.Status.Drift, m); d != nil {
+			o.Drift, o.Drifted = d, true
+		} else if d := findDrift(vr.Status.DriftHistory, m); d != nil {
+			o.Drift = d
+		}
+		var mine []string
+		for _, c := range conflicts {
+			if strings.HasPrefix(c, o.Ref()+" ") {
+				mine = append(mine, documentPrefix.ReplaceAllString(strings.TrimPrefix(c, o.Ref()+" "), ""))
+			}
+		}
+		o.Conflict = strings.Join(mine, "; ")
+		t.Objects = append(t.Objects, o)
+	}
+	return t
+}
+
+// findDrift returns the first record of records for m: the newest, as
+// the history is kept newest first.
+func findDrift(records []v1alpha1.DriftRecord, m v1alpha1.ManagedResource) *v1alpha1.DriftRecord {
+	group := func(apiVersion string) string {
+		gv, _ := schema.ParseGroupVersion(apiVersion)
+		return gv.Group
+	}
+	for i := range records {
+		r := &records[i]
+		if r.Kind == m.Kind && r.Namespace == m.Namespace && r.Name == m.Name && group(r.APIVersion) == group(m.APIVersion) {
+			return r
+		}
+	}
+	return nil
+}
+
+// WriteTree writes t as kubectl tree writes an owner and its objects:
+//
+//	NAMESPACE      NAME                         READY   HEALTH       DRIFT                                         MESSAGE
+//	vidra-system   VidraResource/sample-app     True    AllCurrent
+//	demo           ├─ConfigMap/web-config               Current      corrected 2m ago: /data/x by kubectl-edit
+//	demo           └─Deployment/web                     InProgress                                                 Deployment is not available
+func WriteTree(w io.Writer, t *Tree, o Options) error {
+	var buf bytes.Buffer
+	tw := printers.GetNewTabWriter(&buf)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tHEALTH\tDRIFT\tMESSAGE")
+	rootMsg := t.Reason
+	switch {
+	case t.Suspended:
+		rootMsg = "suspended"
+	case t.Conflict != "" && len(t.Objects) == 0:
+		rootMsg = "conflict: " + oneLine(t.Conflict)
+	}
+	healthy := t.Healthy
+	if healthy == "" {
+		healthy = none
+	}
+	row(tw, t.Namespace, "VidraResource/"+t.Name, o.paint(statusColor(t.Ready), t.Ready),
+		o.paint(statusColor(healthy), healthy), rootDrift(t), rootMsg)
+	for i, obj := range t.Objects {
+		branch := "├─"
+		if i == len(t.Objects)-1 {
+			branch = "└─"
+		}
+		ns := obj.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		health := obj.Health
+		if health == "" {
+			health = "Unknown"
+		}
+		var msg []string
+		if obj.Conflict != "" {
+			msg = append(msg, "conflict: "+oneLine(obj.Conflict))
+		}
+		if obj.HealthMessage != "" && obj.Health != "Current" {
+			msg = append(msg, oneLine(obj.HealthMessage))
+		}
+		row(tw, ns, branch+obj.Kind+"/"+obj.Name, "", o.paint(statusColor(health), health),
+			drift(obj, o.Now), strings.Join(msg, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.String())
+}
+
+// writeTrimmed writes s without the blanks the tab writer pads empty last
+// cells with.
+func writeTrimmed(w io.Writer, s string) error {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if strings.HasSuffix(l, "\n") {
+			lines[i] = strings.TrimRight(l[:len(l)-1], " ") + "\n"
+		}
+	}
+	_, err := io.WriteString(w, strings.Join(lines, ""))
+	return err
+}
+
+// row writes one row of cells. Empty trailing cells stay: a shorter row
+// would end the tab writer's column blocks and misalign the rows below.
+func row(w io.Writer, cells ...string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+}
+
+// rootDrift counts the drift of the whole resource.
+func rootDrift(t *Tree) string {
+	n := 0
+	for _, o := range t.Objects {
+		if o.Drift != nil && o.Drifted {
+			n++
+		}
+	}
+	if t.DriftPolicy == string(v1alpha1.DriftPolicyReport) {
+		return fmt.Sprintf("%d drifted (Report)", n)
+	}
+	return ""
+}
+
+// drift says what happened to the object last: "corrected 2m ago:
+// /data/greeting by kubectl-edit", or with driftPolicy Report "drifted 2m
+// ago: ..." for a difference that stays.
+func drift(o TreeObject, now time.Time) string {
+	d := o.Drift
+	if d == nil {
+		return ""
+	}
+	verb := "corrected"
+	if o.Drifted {
+		verb = "drifted"
+	}
+	what := strings.Join(d.Fields, ",")
+	if d.Deleted {
+		what = "deleted"
+	}
+	s := fmt.Sprintf("%s %s ago: %s", verb, Age(d.Time.Time, now), what)
+	if d.Manager != "" {
+		s += " by " + d.Manager
+	}
+	// A field manager's name is anyone's choice: keep it off the terminal.
+	return oneLine(s)
+}
