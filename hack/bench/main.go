@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,9 @@ type options struct {
 	keep            bool
 	pprof           string
 	apiserverPprof  bool
+	// replicas, when set, runs the scale measurement instead (scale.go).
+	replicas          []int
+	scaleDriftSamples int
 }
 
 func main() {
@@ -56,11 +60,34 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (audit log, operator log) after the run")
 	flag.StringVar(&o.pprof, "pprof", "", "operator's --pprof-bind-address during the run, for investigation (empty: off)")
 	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge, for investigation (files in the work directory)")
+	replicas := flag.String("replicas", "", "run the scale measurement instead: once per replica count, comma-separated (1,2,3), each on a fresh control plane, with -n resources")
+	flag.IntVar(&o.scaleDriftSamples, "scale-drift-samples", 50, "ConfigMap deletions timed in each scale run")
 	flag.Parse()
+	for _, f := range strings.Split(*replicas, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -replicas %q: want positive numbers\n", *replicas)
+			os.Exit(2)
+		}
+		o.replicas = append(o.replicas, r)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
+	if len(o.replicas) > 0 {
+		res, err := runScale(ctx, o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Print(scaleMarkdown(res))
+		fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
+		return
+	}
 	res, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

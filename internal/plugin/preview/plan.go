@@ -118,7 +118,12 @@ func objectOf(u *unstructured.Unstructured, a Action) Object {
 
 // planObject previews one object of the manifest.
 func planObject(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, obj *unstructured.Unstructured, namespaces map[string]bool) Object {
-	want := apply.Desired(vr, obj)
+	want, err := apply.Desired(vr, obj, nil)
+	if err != nil {
+		o := objectOf(obj, ActionError)
+		o.Message = err.Error()
+		return o
+	}
 	if want == nil {
 		o := objectOf(obj, ActionIgnore)
 		o.Message = "not applied: " + v1alpha1.ApplyPolicyAnnotation + ": " + obj.GetAnnotations()[v1alpha1.ApplyPolicyAnnotation]
@@ -152,6 +157,11 @@ func planObject(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, obj 
 		}
 		if obj.GetAnnotations()[v1alpha1.ApplyPolicyAnnotation] == "IfNotPresent" {
 			out.Action, out.Message = ActionUnchanged, "exists; "+v1alpha1.ApplyPolicyAnnotation+": IfNotPresent never changes it"
+			return out
+		}
+		// Fields spec.ignore hands to others keep their live values.
+		if want, err = apply.Desired(vr, obj, live); err != nil {
+			out.Message = err.Error()
 			return out
 		}
 	}

@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/testenv"
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// The scale run: -replicas 1,2,3 converges n resources once per replica
+// count, each on a fresh control plane, and measures what docs/scaling.md
+// reports: converge rate, RSS per replica, drift repair with every object
+// watched, idle cost, a restart (one replica) and the handoff after a
+// SIGKILL (several).
+
+const (
+	scalePrefix = "scale"
+	// perNamespace resources share a namespace: ten thousand namespaces
+	// would measure the namespace controller, not Vidra.
+	perNamespace = 100
+	scaleLease   = 5 * time.Second
+)
+
+type scaleResult struct {
+	Meta    runMeta     `json:"meta"`
+	N       int         `json:"n"`
+	Objects int         `json:"objects"`
+	Runs    []*scaleRun `json:"runs"`
+}
+
+// scaleRun is one replica count's figures.
+type scaleRun struct {
+	Replicas        int       `json:"replicas"`
+	ConvergeSeconds float64   `json:"convergeSeconds"`
+	ObjectsPerSec   float64   `json:"objectsPerSecond"`
+	RSSMiB          []float64 `json:"rssMiBPerReplica"`
+	KeysPerReplica  []float64 `json:"keysPerReplica"`
+	CPUPerResource  float64   `json:"operatorCPUMsPerResource"`
+	// DoubleApplies are objects applied (successfully) more than once
+	// during the converge, from the audit log.
+	DoubleApplies  int         `json:"doubleApplies"`
+	Requests       int         `json:"operatorRequestsDuringConverge"`
+	Drift          latencyStat `json:"configMapDeletedRepairMs"`
+	IdleRequests   int         `json:"idleRequests"`
+	IdleReconciles float64     `json:"idleReconciles"`
+	// RestartSeconds (one replica): from the new process's start to every
+	// resource reconciled; RestartWrites its writes meanwhile.
+	RestartSeconds float64 `json:"restartVerifiedSeconds,omitempty"`
+	RestartWrites  int     `json:"restartWrites"`
+	// HandoffSeconds (several): from the SIGKILL of a replica to a deleted
+	// object of one of its resources restored by another.
+	HandoffSeconds float64 `json:"handoffSeconds,omitempty"`
+	Lost           int     `json:"resourcesNotReadyAfter"`
+}
+
+func scaleManifest(i int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-%05[1]d
+data:
+  greeting: hello-%[1]d
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: app-%05[1]d
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: app-%05[1]d
+spec:
+  selector:
+    app: app-%05[1]d
+  ports:
+  - port: 80
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%05[1]d
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: app-%05[1]d
+  template:
+    metadata:
+      labels:
+        app: app-%05[1]d
+    spec:
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.10
+`, i)
+}
+
+func scaleKey(i int) cache.ObjectName {
+	return cache.ObjectName{Namespace: nsName(scalePrefix, i/perNamespace), Name: fmt.Sprintf("app-%05d", i)}
+}
+
+func runScale(ctx context.Context, o options) (*scaleResult, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	binary := o.vidra
+	if binary == "" {
+		binary = filepath.Join(root, "bin", "bench", "vidra")
+		logf("building %s", binary)
+		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
+			return nil, err
+		}
+	}
+	res := &scaleResult{Meta: machine(root, o), N: o.n, Objects: 4 * o.n}
+	res.Meta.LoadAverage = []string{loadAverage()}
+	for _, r := range o.replicas {
+		run, err := scaleOnce(ctx, o, binary, r)
+		if err != nil {
+			return nil, fmt.Errorf("%d replicas: %w", r, err)
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	res.Meta.LoadAverage = append(res.Meta.LoadAverage, loadAverage())
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return res, os.WriteFile(filepath.Join(o.out, "scale-latest.json"), data, 0o644)
+}
+
+func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*scaleRun, error) {
+	dir, err := os.MkdirTemp("", "vidra-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !o.keep {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	logf("scale, %d replicas: starting a control plane", replicas)
+	c, err := startCluster(ctx, dir, false)
+	if err != nil {
+		return nil, err
+	}
+	var ops []*testenv.VidraProcess
+	defer func() {
+		for _, op := range ops {
+			op.Stop(15 * time.Second)
+		}
+		c.stop()
+	}()
+	if err := createNamespaces(ctx, c.kube, scalePrefix, (o.n+perNamespace-1)/perNamespace, 16); err != nil {
+		return nil, err
+	}
+	ids := make([]string, replicas)
+	start := func(i int) (*testenv.VidraProcess, error) {
+		args := benchFlags()
+		if replicas > 1 {
+			args = append(args, "--sharding", "--shard-identity="+ids[i], "--shard-lease-duration="+scaleLease.String(), "--shard-renew-period=1s")
+		}
+		op, err := testenv.StartVidra(testenv.VidraOptions{Binary: binary, Kubeconfig: c.kubeconfig, Namespace: operatorNamespace,
+			LogPath: filepath.Join(dir, fmt.Sprintf("vidra-%d.log", i)), Args: args})
+		if err != nil {
+			return nil, err
+		}
+		return op, op.WaitReady(ctx, 2*time.Minute)
+	}
+	for i := range replicas {
+		ids[i] = fmt.Sprintf("replica-%d", i)
+		op, err := start(i)
+		if op != nil {
+			ops = append(ops, op)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if replicas > 1 {
+		if err := waitScaleMembers(ctx, ops, replicas); err != nil {
+			return nil, err
+		}
+	}
+	c.op = ops[0]
+
+	run := &scaleRun{Replicas: replicas}
+	audit := auditLog{c.auditLog}
+	mark, from := audit.mark(), time.Now()
+	cpuBefore := 0.0
+	for _, op := range ops {
+		cpuBefore += cpuSeconds(op.PID())
+	}
+	tracker := newConvergeTracker(scalePrefix, o.n)
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	if err := startTracker(trackCtx, c, tracker); err != nil {
+		return nil, err
+	}
+	logf("scale, %d replicas: converging %d resources (%d objects)", replicas, o.n, 4*o.n)
+	began := time.Now()
+	err = parallelDo(ctx, o.n, o.creators, func(ctx context.Context, i int) error {
+		key := scaleKey(i)
+		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{benchLabel: "scale"}},
+			Spec: v1alpha1.VidraResourceSpec{Manifest: scaleManifest(i), Destination: v1alpha1.Destination{ReconcileOnEvents: ptr.To(true)}}}
+		_, err := c.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Create(ctx, vr, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-tracker.done:
+	case <-time.After(time.Hour):
+		return nil, fmt.Errorf("not converged within an hour: %d of %d Ready", tracker.progress(), o.n)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	stopTracking()
+	took := tracker.doneAt.Sub(began)
+	run.ConvergeSeconds = round(took.Seconds(), 2)
+	run.ObjectsPerSec = round(float64(4*o.n)/took.Seconds(), 1)
+	cpuAfter := 0.0
+	for _, op := range ops {
+		cpuAfter += cpuSeconds(op.PID())
+	}
+	run.CPUPerResource = round((cpuAfter-cpuBefore)*1000/float64(o.n), 2)
+	logf("scale, %d replicas: converged in %.1f s (%.0f objects/s)", replicas, took.Seconds(), run.ObjectsPerSec)
+	for _, op := range ops {
+		if err := settleOp(ctx, op, 3*time.Second, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	time.Sleep(time.Second) // the audit log trails the responses a little
+	if run.DoubleApplies, run.Requests, err = doubleApplies(c.auditLog, mark, from); err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		rss, _, err := op.RSSBytes()
+		if err != nil {
+			return nil, err
+		}
+		run.RSSMiB = append(run.RSSMiB, round(float64(rss)/(1<<20), 1))
+		m, err := op.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		keys := float64(o.n)
+		if replicas > 1 {
+			keys = m.Sum("vidra_shard_keys", nil)
+		}
+		run.KeysPerReplica = append(run.KeysPerReplica, keys)
+	}
+	logf("scale, %d replicas: RSS %v MiB, keys %v, %d objects applied twice", replicas, run.RSSMiB, run.KeysPerReplica, run.DoubleApplies)
+
+	// Idle: nothing but watches, no reconcile.
+	before := sumMetric(ctx, ops, "vidra_reconciles_total")
+	mark, from = audit.mark(), time.Now()
+	select {
+	case <-time.After(o.idleWindow):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	time.Sleep(time.Second)
+	idle, err := audit.requests(operatorUser, mark, from, time.Now().Add(-time.Second))
+	if err != nil {
+		return nil, err
+	}
+	run.IdleRequests = idle.Total - idle.ByVerb["watch"]
+	run.IdleReconciles = sumMetric(ctx, ops, "vidra_reconciles_total") - before
+	logf("scale, %d replicas: idle %s: %d requests besides watches, %.0f reconciles", replicas, o.idleWindow, run.IdleRequests, run.IdleReconciles)
+
+	// Drift: ConfigMaps deleted, one at a time, with every object watched.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	var lat []float64
+	for range o.scaleDriftSamples {
+		key := scaleKey(rng.IntN(o.n))
+		d, err := timeRepair(ctx, c, key, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, ms(d))
+		time.Sleep(samplePause)
+	}
+	run.Drift = stats(lat)
+	logf("scale, %d replicas: ConfigMap deleted → restored p50 %.1f ms, p99 %.1f ms", replicas, run.Drift.P50, run.Drift.P99)
+
+	if replicas == 1 {
+		// Restart: a new process re-verifies every resource from its
+		// caches and writes nothing.
+		ops[0].Stop(30 * time.Second)
+		mark, from = audit.mark(), time.Now()
+		op, err := start(0)
+		if err != nil {
+			return nil, err
+		}
+		ops[0], c.op = op, op
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+			m, err := op.Metrics(ctx)
+			return err == nil && m.Sum("vidra_reconciles_total", map[string]string{"trigger": "startup"}) >= float64(o.n), nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the restarted operator did not reconcile every resource: %w", err)
+		}
+		run.RestartSeconds = round(time.Since(from).Seconds(), 2)
+		if err := settleOp(ctx, op, 3*time.Second, 2*time.Minute); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Second)
+		rc, err := audit.requests(operatorUser, mark, from, time.Now().Add(-time.Second))
+		if err != nil {
+			return nil, err
+		}
+		run.RestartWrites = rc.Writes
+		logf("scale, restart: every resource verified %.1f s after the start, %d writes (%s)", run.RestartSeconds, rc.Writes, formatCounts(rc.ByVerb))
+	} else {
+		// Handoff: SIGKILL replica-1, break one of its resources.
+		victim := -1
+		for i := range o.n {
+			if shard.Owner(shard.Bucket(scaleKey(i)), ids) == ids[1] {
+				victim = i
+				break
+			}
+		}
+		if err := ops[1].Signal(syscall.SIGKILL); err != nil {
+			return nil, err
+		}
+		killed := time.Now()
+		key := scaleKey(victim)
+		if err := c.kube.CoreV1().ConfigMaps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil {
+			return nil, err
+		}
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.kube.CoreV1().ConfigMaps(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the killed replica's object was not restored: %w", err)
+		}
+		run.HandoffSeconds = round(time.Since(killed).Seconds(), 2)
+		ops = slices.Delete(ops, 1, 2)
+		logf("scale, %d replicas: a resource of the SIGKILLed replica was served again %.2f s after the kill (lease %s)", replicas, run.HandoffSeconds, scaleLease)
+	}
+	// Nothing lost: every resource Ready.
+	list, err := c.vidra.InfrahubV1alpha1().VidraResources("").List(ctx, metav1.ListOptions{LabelSelector: benchLabel + "=scale"})
+	if err != nil {
+		return nil, err
+	}
+	for _, vr := range list.Items {
+		if !isReadyVR(&vr) {
+			run.Lost++
+		}
+	}
+	return run, nil
+}
+
+func isReadyVR(vr *v1alpha1.VidraResource) bool {
+	for _, c := range vr.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func waitScaleMembers(ctx context.Context, ops []*testenv.VidraProcess, n int) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, op := range ops {
+			m, err := op.Metrics(ctx)
+			if err != nil || m.Sum("vidra_shard_members", nil) != float64(n) || m.Sum("vidra_shard_buckets", nil) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func sumMetric(ctx context.Context, ops []*testenv.VidraProcess, name string) float64 {
+	total := 0.0
+	for _, op := range ops {
+		if m, err := op.Metrics(ctx); err == nil {
+			total += m.Sum(name, nil)
+		}
+	}
+	return total
+}
+
+// settleOp waits until op's reconcile counter has stood still for quiet.
+func settleOp(ctx context.Context, op *testenv.VidraProcess, quiet, limit time.Duration) error {
+	return settle(ctx, &cluster{op: op}, quiet, limit)
+}
+
+// timeRepair deletes the ConfigMap of key and times its return.
+func timeRepair(ctx context.Context, c *cluster, key cache.ObjectName, timeout time.Duration) (time.Duration, error) {
+	cms := c.kube.CoreV1().ConfigMaps(key.Namespace)
+	cm, err := cms.Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + key.Name, ResourceVersion: cm.ResourceVersion})
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	start := time.Now()
+	if err := cms.Delete(ctx, key.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, fmt.Errorf("watch of %s ended", key)
+			}
+			if ev.Type == "ADDED" {
+				return time.Since(start), nil
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("ConfigMap %s not restored within %s", key, timeout)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// doubleApplies counts, in the audit log from offset on, the operator's
+// requests and the objects it applied successfully more than once.
+func doubleApplies(path string, offset int64, from time.Time) (doubles, requests int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return 0, 0, err
+	}
+	type entry struct {
+		Stage     string                    `json:"stage"`
+		Verb      string                    `json:"verb"`
+		User      struct{ Username string } `json:"user"`
+		ObjectRef *struct {
+			Resource, Namespace, Name, Subresource string
+		} `json:"objectRef"`
+		ResponseStatus *struct {
+			Code int `json:"code"`
+		} `json:"responseStatus"`
+		RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	}
+	applied := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 256*1024), 16*1024*1024)
+	for sc.Scan() {
+		var e entry
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.User.Username != operatorUser || e.Stage != "ResponseComplete" || e.RequestReceived.Before(from) {
+			continue
+		}
+		requests++
+		if e.Verb != "patch" || e.ObjectRef == nil || e.ObjectRef.Subresource != "" || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		switch e.ObjectRef.Resource {
+		case "configmaps", "serviceaccounts", "services", "deployments":
+			applied[e.ObjectRef.Resource+"/"+e.ObjectRef.Namespace+"/"+e.ObjectRef.Name]++
+		}
+	}
+	for _, n := range applied {
+		if n > 1 {
+			doubles++
+		}
+	}
+	return doubles, requests, sc.Err()
+}
+
+// scaleMarkdown is the table of a scale run.
+func scaleMarkdown(r *scaleResult) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("\n## Scale: %d VidraResources × 4 objects (%d objects)\n\n", r.N, r.Objects)
+	p("`go run ./hack/bench -replicas %s -n %d` · %d CPUs (%s) · commit %s · load average at start / end: %s\n\n",
+		joinInts(r.Runs), r.N, r.Meta.CPUs, r.Meta.CPUModel, r.Meta.Commit, strings.Join(r.Meta.LoadAverage, " / "))
+	p("| replicas | converge s | objects/s | CPU ms per resource | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, run := range r.Runs {
+		restart, handoff := "–", "–"
+		if run.Replicas == 1 {
+			restart = fmt.Sprintf("%.1f, %d", run.RestartSeconds, run.RestartWrites)
+		} else {
+			handoff = fmt.Sprintf("%.2f", run.HandoffSeconds)
+		}
+		p("| %d | %.1f | %.0f | %.2f | %s | %s | %d | %.1f / %.1f | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, run.ObjectsPerSec, run.CPUPerResource,
+			floats(run.RSSMiB), floats(run.KeysPerReplica), run.DoubleApplies, run.Drift.P50, run.Drift.P99, run.IdleRequests, run.IdleReconciles, restart, handoff, run.Lost)
+	}
+	return b.String()
+}
+
+func joinInts(runs []*scaleRun) string {
+	var s []string
+	for _, r := range runs {
+		s = append(s, strconv.Itoa(r.Replicas))
+	}
+	return strings.Join(s, ",")
+}
+
+func floats(v []float64) string {
+	s := make([]string, len(v))
+	for i, f := range v {
+		s[i] = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strings.Join(s, ", ")
+}
