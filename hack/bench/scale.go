@@ -179,7 +179,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	}
 	ids := make([]string, replicas)
 	start := func(i int) (*testenv.VidraProcess, error) {
-		args := benchFlags()
+		args := append(benchFlags(), splitArgs(o.operatorArgs)...)
 		if replicas > 1 {
 			args = append(args, "--sharding", "--shard-identity="+ids[i], "--shard-lease-duration="+scaleLease.String(), "--shard-renew-period=1s")
 		}

@@ -41,6 +41,8 @@ type planned struct {
 	// own marks.
 	drift *v1alpha1.DriftRecord
 	marks bool
+	// created is the object as the API server created it in this pass.
+	created *unstructured.Unstructured
 }
 
 // observe records the health of the object as it now is: live (nil when it
@@ -51,7 +53,11 @@ type planned struct {
 // status said of the previous generation.
 func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
 	obj := live
-	if obj == nil {
+	switch {
+	case obj != nil:
+	case p.created != nil:
+		obj = p.created
+	default:
 		obj = p.obj
 	}
 	if generation != 0 && generation != obj.GetGeneration() {

@@ -319,9 +319,23 @@ func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *un
 		return nil, fmt.Errorf("encode %s: %w", p.key, err)
 	}
 	force := live != nil
+	opts := metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force}
 	w := e.beginWrite(pass, p)
-	resp, err := pass.Target.Meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
+	if live == nil {
+		// A creation answers with the whole object, defaults included:
+		// its health is judged on it, as it will be on the cached object
+		// later, not on the manifest's object, which lacks the defaults
+		// some kinds' health reads (a Deployment's progress deadline).
+		created, err := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body, opts)
+		w.End(created, err)
+		if err != nil {
+			return nil, err
+		}
+		p.created = created
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: created.GetName(), Namespace: created.GetNamespace(),
+			ResourceVersion: created.GetResourceVersion(), Generation: created.GetGeneration(), UID: created.GetUID()}}, nil
+	}
+	resp, err := pass.Target.Meta.Resource(p.gvr).Namespace(p.obj.GetNamespace()).Patch(ctx, p.obj.GetName(), types.ApplyPatchType, body, opts)
 	w.End(resp, err)
 	return resp, err
 }

@@ -166,6 +166,20 @@ func newFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runtime.Obj
 		return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.GetNamespace(), Name: p.GetName(), ResourceVersion: appliedRV}}, nil
 	})
+	// Nor of whole objects, which a creation asks for: answer with the
+	// applied object.
+	f.dynamic.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		if p.GetPatchType() != types.ApplyPatchType {
+			return false, nil, nil
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
+			return true, nil, err
+		}
+		u.SetResourceVersion(appliedRV)
+		return true, u, nil
+	})
 	return f
 }
 
@@ -626,7 +640,7 @@ func TestSyncDecisions(t *testing.T) {
 			name: "an apply the API server fails is reported as Running and retried with backoff",
 			vr:   newVR(operatorNS, "flaky", configMapManifest),
 			react: func(f *fixture) {
-				f.meta.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.dynamic.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewInternalError(errors.New("etcd leader changed"))
 				})
 			},
