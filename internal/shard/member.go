@@ -307,7 +307,16 @@ func (m *Member) writeLease(ctx context.Context, now time.Time, hash string) err
 		}
 		m.created = true
 	}
-	l, err := leases.Get(ctx, m.lease, metav1.GetOptions{})
+	// The cached Lease is the one this member last wrote, as a rule: a
+	// renewal then costs one request. A stale one fails with a conflict,
+	// and is read afresh at once.
+	l, err := m.lister.Leases(m.opts.Namespace).Get(m.lease)
+	cached := err == nil
+	if cached {
+		l = l.DeepCopy()
+	} else {
+		l, err = leases.Get(ctx, m.lease, metav1.GetOptions{})
+	}
 	if apierrors.IsNotFound(err) {
 		m.created = false
 		return m.writeLease(ctx, now, hash)
@@ -321,6 +330,14 @@ func (m *Member) writeLease(ctx context.Context, now time.Time, hash string) err
 	l.Annotations[ViewAnnotation] = hash
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To(m.opts.Identity), &secs, &renew
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if cached && apierrors.IsConflict(err) {
+		fresh, gerr := leases.Get(ctx, m.lease, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		l.ResourceVersion = fresh.ResourceVersion
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
 	return err
 }
 
