@@ -183,9 +183,11 @@ type normal struct {
 }
 
 var (
-	uidRE      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timeRE     = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
-	rvRE       = regexp.MustCompile(`(resourceVersion"?: )"\d+"`)
+	uidRE  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timeRE = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	rvRE   = regexp.MustCompile(`(resourceVersion"?: )"\d+"`)
+	// The bucket label hashes the resource's namespace, a new one per run.
+	bucketRE   = regexp.MustCompile(`(vidraresource\.infrahub\.operators\.com/bucket"?: )"\d+"`)
 	ageRE      = regexp.MustCompile(`\b\d+(s|m|h|d|y)(\d+(s|m|h))?\b`)
 	countRE    = regexp.MustCompile(`\(x\d+\)`)
 	serverRE   = regexp.MustCompile(`https://127\.0\.0\.1:\d+`)
@@ -201,6 +203,7 @@ func normalise(s string, n normal) string {
 	s = uidRE.ReplaceAllString(s, "<uid>")
 	s = timeRE.ReplaceAllString(s, "<time>")
 	s = rvRE.ReplaceAllString(s, `${1}"<rv>"`)
+	s = bucketRE.ReplaceAllString(s, `${1}"<bucket>"`)
 	s = serverRE.ReplaceAllString(s, "<server>")
 	s = countRE.ReplaceAllString(s, "(x<n>)")
 	if n.ages || n.collapse {
