@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -299,6 +301,12 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	for range o.scaleDriftSamples {
 		key := scaleKey(rng.IntN(o.n))
 		d, err := timeRepair(ctx, c, key, 30*time.Second)
+		if errors.Is(err, errWatchEnded) {
+			// The API server closed the watch (a timeout of its own): the
+			// sample is lost, not the run.
+			logf("  %s: %v; sample skipped", key, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -413,18 +421,32 @@ func settleOp(ctx context.Context, op *testenv.VidraProcess, quiet, limit time.D
 	return settle(ctx, &cluster{op: op}, quiet, limit)
 }
 
+// errWatchEnded: the API server closed a sample's watch before the repair.
+var errWatchEnded = errors.New("the watch ended before the repair")
+
 // timeRepair deletes the ConfigMap of key and times its return.
 func timeRepair(ctx context.Context, c *cluster, key cache.ObjectName, timeout time.Duration) (time.Duration, error) {
 	cms := c.kube.CoreV1().ConfigMaps(key.Namespace)
-	cm, err := cms.Get(ctx, key.Name, metav1.GetOptions{})
-	if err != nil {
-		return 0, err
-	}
-	w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + key.Name, ResourceVersion: cm.ResourceVersion})
+	// No resourceVersion: a watch from one a Get returned can be refused
+	// by a watch cache that lags a busy API server. The watch begins with
+	// the object as it is, whose UID tells the restored one apart.
+	w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + key.Name})
 	if err != nil {
 		return 0, err
 	}
 	defer w.Stop()
+	var cm *corev1.ConfigMap
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			return 0, fmt.Errorf("%w: %s", errWatchEnded, key)
+		}
+		if cm, ok = ev.Object.(*corev1.ConfigMap); !ok || ev.Type != "ADDED" {
+			return 0, fmt.Errorf("%w: %s began with %s", errWatchEnded, key, ev.Type)
+		}
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("ConfigMap %s: no initial event within %s", key, timeout)
+	}
 	start := time.Now()
 	if err := cms.Delete(ctx, key.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}); err != nil && !apierrors.IsNotFound(err) {
 		return 0, err
@@ -434,9 +456,14 @@ func timeRepair(ctx context.Context, c *cluster, key cache.ObjectName, timeout t
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return 0, fmt.Errorf("watch of %s ended", key)
+				// Restore what the sample deleted before giving up on it.
+				_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+					_, err := cms.Get(ctx, key.Name, metav1.GetOptions{})
+					return err == nil, nil
+				})
+				return 0, fmt.Errorf("%w: %s", errWatchEnded, key)
 			}
-			if ev.Type == "ADDED" {
+			if got, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == "ADDED" && got.UID != cm.UID {
 				return time.Since(start), nil
 			}
 		case <-deadline:

@@ -480,20 +480,30 @@ func (c *Controller) dropTriggers(key cache.ObjectName) {
 // their events may have been dropped while the share changed.
 func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	logger := klog.FromContext(ctx)
-	if err := c.registry.SetLabelSelector(objectSelector(buckets)); err != nil {
-		logger.Error(err, "Selecting the objects of this replica's buckets failed")
-	}
 	vrs, err := c.lister.List(labels.Everything())
 	if err != nil {
 		return
 	}
+	// The keys this replica gains first: nobody serves them now. Their
+	// first reconciles read from the API server while the informers list
+	// again; restarting those wakes the keys kept, after them.
+	var kept []cache.ObjectName
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)
-		if c.opts.Shard.Owns(key) {
+		switch {
+		case !c.opts.Shard.Owns(key):
+			c.forget(key)
+		case len(c.registry.Refs(key)) > 0:
+			kept = append(kept, key)
+		default:
 			c.enqueue(key, TriggerRebalance)
-			continue
 		}
-		c.forget(key)
+	}
+	if err := c.registry.SetLabelSelector(objectSelector(buckets)); err != nil {
+		logger.Error(err, "Selecting the objects of this replica's buckets failed")
+	}
+	for _, key := range kept {
+		c.enqueue(key, TriggerRebalance)
 	}
 }
 
