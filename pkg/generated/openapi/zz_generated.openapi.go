@@ -338,7 +338,7 @@ func schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"group": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Group of the objects' API version; \"\" is the core group only when Kind is set too.",
+							Description: "Group of the objects' API version; empty matches every group.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -23,8 +23,7 @@ package v1alpha1
 //
 // IgnoreTarget selects objects of a manifest; every field set must match.
 type IgnoreTargetApplyConfiguration struct {
-	// Group of the objects' API version; "" is the core group only when
-	// Kind is set too.
+	// Group of the objects' API version; empty matches every group.
 	Group *string `json:"group,omitempty"`
 	// Kind of the objects.
 	Kind *string `json:"kind,omitempty"`
