@@ -235,8 +235,14 @@ func (e *Engine) reportDrift(pass *Pass, p *planned, d v1alpha1.DriftRecord) {
 // DescribeDrift says in a few words what changed and who changed it.
 func DescribeDrift(d v1alpha1.DriftRecord) string {
 	key := recordKey(d)
-	if d.Deleted {
+	switch {
+	case d.Deleted:
 		return key.String() + " (deleted)"
+	case len(d.Fields) == 0 && d.Manager != "":
+		// Values as the manifest says, fields held by a hand edit.
+		return key.String() + " (fields taken back from " + d.Manager + ")"
+	case len(d.Fields) == 0:
+		return key.String() + " (edited)"
 	}
 	s := key.String() + " (" + strings.Join(d.Fields, ", ")
 	if d.Manager != "" {
