@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -378,20 +379,11 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		return nil, err
 	}
 	for _, vr := range list.Items {
-		if !isReadyVR(&vr) {
+		if !meta.IsStatusConditionTrue(vr.Status.Conditions, v1alpha1.ConditionReady) {
 			run.Lost++
 		}
 	}
 	return run, nil
-}
-
-func isReadyVR(vr *v1alpha1.VidraResource) bool {
-	for _, c := range vr.Status.Conditions {
-		if c.Type == v1alpha1.ConditionReady {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func waitScaleMembers(ctx context.Context, ops []*testenv.VidraProcess, n int) error {

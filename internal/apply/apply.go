@@ -41,6 +41,9 @@ type planned struct {
 	// own marks.
 	drift *v1alpha1.DriftRecord
 	marks bool
+	// unchanged: the object's part of the manifest is what Vidra last
+	// applied; a write now corrects drift.
+	unchanged bool
 	// created is the object as the API server created it in this pass.
 	created *unstructured.Unstructured
 }

@@ -47,12 +47,14 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 	}
 	rec, known := pass.st.applied[p.key]
 	// unchanged: the manifest's object is the one Vidra last applied (or,
-	// after a restart, the generation status describes), so a write would
-	// only undo someone else's change: drift.
+	// after a restart, the generation status describes: read from a cache
+	// that may not show the last status write yet, so only then), so a
+	// write would only undo someone else's change: drift.
 	unchanged := known && rec.hash == hash
 	if !known {
 		unchanged = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
 	}
+	p.unchanged = unchanged
 	if absent && pass.report && unchanged && p.inventory {
 		// A cache can lag a creation; a deletion is reported only once a
 		// read confirms it.
@@ -179,7 +181,6 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 // itself was declared to the registry when it was sent.
 func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, generation int64, hash uint64) {
 	p.observe(live, generation)
-	prev, known := pass.st.applied[p.key]
 	pass.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
 	delete(pass.st.reported, p.key)
 	p.applied = true
@@ -194,15 +195,8 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 		pass.Out.Configured++
 	}
 	// Drift: an object Vidra already manages, changed while the manifest
-	// did not, had to be written again. What Vidra last applied says so
-	// exactly; the resource's status (read from a cache that may not show
-	// the last status write yet) stands in only after a restart.
-	drift := known && prev.hash == hash
-	if !known {
-		drift = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
-	}
-	drift = drift && !p.marks
-	if drift {
+	// did not (p.unchanged), had to be written again.
+	if p.unchanged && !p.marks {
 		if live == nil {
 			pass.Out.DriftDeleted++
 		} else {
