@@ -30,14 +30,13 @@ type baselineResult struct {
 	Requests requestCount `json:"kubectlRequests"`
 }
 
-// runBaseline applies 4·n objects in namespaces base-0000 … with one kubectl
-// invocation of one multi-document file; kubectl sends one server-side apply
-// request per object, one after the other, which is what it does for any
-// user. It runs before the operator starts, on the same control plane.
-func runBaseline(ctx context.Context, c *cluster, n int) (*baselineResult, error) {
+// runBaseline applies 4·n objects, doc(i) for i in 0…n-1 spread over
+// namespaces of them, with one kubectl invocation of one multi-document
+// file; kubectl sends one server-side apply per object, one after another.
+func runBaseline(ctx context.Context, c *cluster, n, namespaces int, doc func(i int) string) (*baselineResult, error) {
 	var b strings.Builder
 	for i := range n {
-		b.WriteString(withNamespace(appManifest(i), nsName("base", i)))
+		b.WriteString(doc(i))
 		b.WriteString("---\n")
 	}
 	file := filepath.Join(c.dir, "baseline.yaml")
@@ -73,7 +72,7 @@ func runBaseline(ctx context.Context, c *cluster, n int) (*baselineResult, error
 		Objects:    applied,
 		Seconds:    round(elapsed.Seconds(), 2),
 		PerSec:     round(float64(applied)/elapsed.Seconds(), 1),
-		Command:    "kubectl apply --server-side --field-manager=baseline -f <one file, " + fmt.Sprint(4*n) + " objects in " + fmt.Sprint(n) + " namespaces>",
+		Command:    "kubectl apply --server-side --field-manager=baseline -f <one file, " + fmt.Sprint(4*n) + " objects in " + fmt.Sprint(namespaces) + " namespaces>",
 		CPUSeconds: cpu,
 	}, nil
 }

@@ -87,7 +87,7 @@ func run(ctx context.Context, o options) (res *results, err error) {
 		}
 		logf("baseline: kubectl apply --server-side of %d objects", 4*o.n)
 		wait := c.profileAPIServer(ctx, o.apiserverPprof, 8*time.Second, filepath.Join(dir, "baseline.apiserver.cpu.pprof"))
-		if res.Baseline, err = runBaseline(ctx, c, o.n); err != nil {
+		if res.Baseline, err = runBaseline(ctx, c, o.n, o.n, func(i int) string { return withNamespace(appManifest(i), nsName("base", i)) }); err != nil {
 			return nil, err
 		}
 		wait()

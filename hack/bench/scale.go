@@ -44,20 +44,25 @@ const (
 )
 
 type scaleResult struct {
-	Meta    runMeta     `json:"meta"`
-	N       int         `json:"n"`
-	Objects int         `json:"objects"`
-	Runs    []*scaleRun `json:"runs"`
+	Meta    runMeta `json:"meta"`
+	N       int     `json:"n"`
+	Objects int     `json:"objects"`
+	// Baseline is kubectl apply --server-side of the same objects, on a
+	// fresh control plane of its own before the runs.
+	Baseline *baselineResult `json:"baseline,omitempty"`
+	Runs     []*scaleRun     `json:"runs"`
 }
 
 // scaleRun is one replica count's figures.
 type scaleRun struct {
-	Replicas        int       `json:"replicas"`
-	ConvergeSeconds float64   `json:"convergeSeconds"`
-	ObjectsPerSec   float64   `json:"objectsPerSecond"`
-	RSSMiB          []float64 `json:"rssMiBPerReplica"`
-	KeysPerReplica  []float64 `json:"keysPerReplica"`
-	CPUPerResource  float64   `json:"operatorCPUMsPerResource"`
+	Replicas        int     `json:"replicas"`
+	ConvergeSeconds float64 `json:"convergeSeconds"`
+	ObjectsPerSec   float64 `json:"objectsPerSecond"`
+	// VsBaseline is kubectl's time over the converge's: above 1 is faster.
+	VsBaseline     float64   `json:"vsBaseline,omitempty"`
+	RSSMiB         []float64 `json:"rssMiBPerReplica"`
+	KeysPerReplica []float64 `json:"keysPerReplica"`
+	CPUPerResource float64   `json:"operatorCPUMsPerResource"`
 	// DoubleApplies are objects applied (successfully) more than once
 	// during the converge, from the audit log.
 	DoubleApplies  int         `json:"doubleApplies"`
@@ -137,10 +142,18 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 	}
 	res := &scaleResult{Meta: machine(root, o), N: o.n, Objects: 4 * o.n}
 	res.Meta.LoadAverage = []string{loadAverage()}
+	if !o.skipBaseline {
+		if res.Baseline, err = scaleBaseline(ctx, o); err != nil {
+			return nil, fmt.Errorf("baseline: %w", err)
+		}
+	}
 	for _, r := range o.replicas {
 		run, err := scaleOnce(ctx, o, binary, r)
 		if err != nil {
 			return nil, fmt.Errorf("%d replicas: %w", r, err)
+		}
+		if res.Baseline != nil {
+			run.VsBaseline = round(res.Baseline.Seconds/run.ConvergeSeconds, 2)
 		}
 		res.Runs = append(res.Runs, run)
 	}
@@ -153,6 +166,40 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 		return nil, err
 	}
 	return res, os.WriteFile(filepath.Join(o.out, "scale-latest.json"), data, 0o644)
+}
+
+// scaleBaseline times kubectl apply --server-side of the scale run's
+// objects, in namespaces of the same size, on a control plane of its own
+// so that neither its objects nor their cleanup weigh on the runs.
+func scaleBaseline(ctx context.Context, o options) (*baselineResult, error) {
+	dir, err := os.MkdirTemp("", "vidra-scale-base-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !o.keep {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	logf("scale baseline: starting a control plane")
+	c, err := startCluster(ctx, dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	namespaces := (o.n + perNamespace - 1) / perNamespace
+	if err := createNamespaces(ctx, c.kube, scalePrefix, namespaces, 16); err != nil {
+		return nil, err
+	}
+	logf("scale baseline: kubectl apply --server-side of %d objects", 4*o.n)
+	b, err := runBaseline(ctx, c, o.n, namespaces, func(i int) string {
+		return withNamespace(scaleManifest(i), scaleKey(i).Namespace)
+	})
+	if err != nil {
+		return nil, err
+	}
+	logf("scale baseline: %d objects in %.1f s (%.0f objects/s)", b.Objects, b.Seconds, b.PerSec)
+	return b, nil
 }
 
 func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*scaleRun, error) {
@@ -185,6 +232,9 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		args := append(benchFlags(), splitArgs(o.operatorArgs)...)
 		if replicas > 1 {
 			args = append(args, "--sharding", "--shard-identity="+ids[i], "--shard-lease-duration="+scaleLease.String(), "--shard-renew-period=1s")
+		}
+		if o.pprof != "" && i == 0 {
+			args = append(args, "--pprof-bind-address="+o.pprof)
 		}
 		op, err := testenv.StartVidra(testenv.VidraOptions{Binary: binary, Kubeconfig: c.kubeconfig, Namespace: operatorNamespace,
 			LogPath: filepath.Join(dir, fmt.Sprintf("vidra-%d.log", i)), Args: args})
@@ -225,6 +275,18 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	}
 	logf("scale, %d replicas: converging %d resources (%d objects)", replicas, o.n, 4*o.n)
 	began := time.Now()
+	var profiled chan error
+	if o.pprof != "" {
+		// A CPU profile of the first replica from the middle of the
+		// converge, where the caches hold half the objects.
+		profiled = make(chan error, 1)
+		go func() {
+			_ = wait.PollUntilContextCancel(trackCtx, time.Second, true, func(context.Context) (bool, error) {
+				return tracker.progress() >= o.n/2, nil
+			})
+			profiled <- fetch(ctx, "http://"+o.pprof+"/debug/pprof/profile?seconds=30", filepath.Join(dir, fmt.Sprintf("converge-%d.cpu.pprof", replicas)))
+		}()
+	}
 	err = parallelDo(ctx, o.n, o.creators, func(ctx context.Context, i int) error {
 		key := scaleKey(i)
 		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{benchLabel: "scale"}},
@@ -241,6 +303,15 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		return nil, fmt.Errorf("not converged within an hour: %d of %d Ready", tracker.progress(), o.n)
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			logf("CPU profile: %v", err)
+		}
+		if err := fetch(ctx, "http://"+o.pprof+"/debug/pprof/heap?gc=1", filepath.Join(dir, fmt.Sprintf("converged-%d.heap.pprof", replicas))); err != nil {
+			logf("heap profile: %v", err)
+		}
+		logf("profiles in %s", dir)
 	}
 	stopTracking()
 	took := tracker.doneAt.Sub(began)
@@ -521,8 +592,11 @@ func scaleMarkdown(r *scaleResult) string {
 	p("\n## Scale: %d VidraResources × 4 objects (%d objects)\n\n", r.N, r.Objects)
 	p("`go run ./hack/bench -replicas %s -n %d` · %d CPUs (%s) · commit %s · load average at start / end: %s\n\n",
 		joinInts(r.Runs), r.N, r.Meta.CPUs, r.Meta.CPUModel, r.Meta.Commit, strings.Join(r.Meta.LoadAverage, " / "))
-	p("| replicas | converge s | objects/s | CPU ms per resource | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	if r.Baseline != nil {
+		p("Baseline, on a control plane of its own: `%s`: %.1f s, %.0f objects/s.\n\n", r.Baseline.Command, r.Baseline.Seconds, r.Baseline.PerSec)
+	}
+	p("| replicas | converge s | vs kubectl | objects/s | CPU ms per resource | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
 		restart, handoff := "–", "–"
 		if run.Replicas == 1 {
@@ -530,7 +604,11 @@ func scaleMarkdown(r *scaleResult) string {
 		} else {
 			handoff = fmt.Sprintf("%.2f", run.HandoffSeconds)
 		}
-		p("| %d | %.1f | %.0f | %.2f | %s | %s | %d | %.1f / %.1f | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, run.ObjectsPerSec, run.CPUPerResource,
+		vs := "–"
+		if run.VsBaseline > 0 {
+			vs = fmt.Sprintf("%.2f×", run.VsBaseline)
+		}
+		p("| %d | %.1f | %s | %.0f | %.2f | %s | %s | %d | %.1f / %.1f | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, vs, run.ObjectsPerSec, run.CPUPerResource,
 			floats(run.RSSMiB), floats(run.KeysPerReplica), run.DoubleApplies, run.Drift.P50, run.Drift.P99, run.IdleRequests, run.IdleReconciles, restart, handoff, run.Lost)
 	}
 	return b.String()

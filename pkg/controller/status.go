@@ -190,9 +190,13 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 		c.event(vr, false, "Kept", "Kept %s that left the manifest, as their annotation %s asks, without Vidra's marks: %s",
 			count(len(out.Kept), "object"), v1alpha1.PrunePolicyAnnotation, truncate(strings.Join(out.Kept, ", ")))
 	}
-	// Restored objects have their own Event; Applied tells of the rest.
+	// Restored objects have their own Event; Applied tells of the rest,
+	// except a new resource's first apply: its Ready condition says the
+	// same, and an Event for each new resource would be one request in
+	// six of a fleet's first converge.
 	created, configured := out.Created-out.DriftDeleted, out.Configured-out.DriftEdited
-	if created+configured > 0 {
+	firstApply := vr.Status.ObservedGeneration == 0 && len(vr.Status.ManagedResources) == 0 && configured == 0 && out.Recreated == 0
+	if created+configured > 0 && !firstApply {
 		how := fmt.Sprintf("%d created, %d configured", created-out.Recreated, configured)
 		if out.Recreated > 0 {
 			how += fmt.Sprintf(", %d recreated for spec.force", out.Recreated)
