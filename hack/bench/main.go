@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vidra-operator/vidra/internal/testenv"
 )
 
 type options struct {
@@ -31,6 +33,7 @@ type options struct {
 	operatorArgs    string
 	operatorEnv     string
 	keep            bool
+	containerMemory string
 	pprof           string
 	apiserverPprof  bool
 	// replicas, when set, runs the scale measurement instead (scale.go).
@@ -57,6 +60,7 @@ func main() {
 	flag.StringVar(&o.vidra, "vidra", "", "a prebuilt vidra binary; empty builds cmd/vidra into bin/bench/vidra")
 	flag.StringVar(&o.operatorArgs, "operator-args", "", "extra flags for the operator, space-separated (the defaults are measured when empty)")
 	flag.StringVar(&o.operatorEnv, "operator-env", "", "extra environment for the operator, space-separated, e.g. GOMEMLIMIT=64MiB")
+	flag.StringVar(&o.containerMemory, "container-memory", "manifest", "the operator's container memory limit, from which it gets the --memory-limit its auto policy would choose there: manifest (that of manifests/manager/deployment.yaml), none, or a quantity such as 512Mi; -operator-args may override the flag")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (audit log, operator log) after the run")
 	flag.StringVar(&o.pprof, "pprof", "", "operator's --pprof-bind-address during the run, for investigation (empty: off)")
 	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge, for investigation (files in the work directory)")
@@ -74,6 +78,19 @@ func main() {
 		}
 		o.replicas = append(o.replicas, r)
 	}
+
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	limit, err := memoryLimitFlag(root, o.containerMemory)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	// First, so that a --memory-limit in -operator-args wins.
+	o.operatorArgs = strings.TrimSpace(limit + " " + o.operatorArgs)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -142,6 +142,7 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 	}
 	res := &scaleResult{Meta: machine(root, o), N: o.n, Objects: 4 * o.n}
 	res.Meta.LoadAverage = []string{loadAverage()}
+	res.Meta.OperatorCmd = strings.Join(append(benchFlags(), splitArgs(o.operatorArgs)...), " ")
 	if !o.skipBaseline {
 		if res.Baseline, err = scaleBaseline(ctx, o); err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
@@ -592,6 +593,7 @@ func scaleMarkdown(r *scaleResult) string {
 	p("\n## Scale: %d VidraResources × 4 objects (%d objects)\n\n", r.N, r.Objects)
 	p("`go run ./hack/bench -replicas %s -n %d` · %d CPUs (%s) · commit %s · load average at start / end: %s\n\n",
 		joinInts(r.Runs), r.N, r.Meta.CPUs, r.Meta.CPUModel, r.Meta.Commit, strings.Join(r.Meta.LoadAverage, " / "))
+	p("Operator flags: `%s`.\n\n", r.Meta.OperatorCmd)
 	if r.Baseline != nil {
 		p("Baseline, on a control plane of its own: `%s`: %.1f s, %.0f objects/s.\n\n", r.Baseline.Command, r.Baseline.Seconds, r.Baseline.PerSec)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,8 @@ func pack(u *unstructured.Unstructured) (*packed, error) {
 	obj := u.Object
 	md, _ := obj["metadata"].(map[string]any)
 	p.Name, _ = md["name"].(string)
-	p.Namespace, _ = md["namespace"].(string)
+	ns, _ := md["namespace"].(string)
+	p.Namespace = intern(ns)
 	uid, _ := md["uid"].(string)
 	p.UID = types.UID(uid)
 	if l, ok := md["labels"].(map[string]any); ok && len(l) > 0 {
@@ -97,7 +99,7 @@ func pack(u *unstructured.Unstructured) (*packed, error) {
 			// Only strings are valid label values; anything else would not
 			// have been selectable on the server either.
 			if s, ok := v.(string); ok {
-				p.Labels[k] = s
+				p.Labels[intern(k)] = intern(s)
 			}
 		}
 	}
@@ -129,6 +131,19 @@ func pack(u *unstructured.Unstructured) (*packed, error) {
 		return nil, fmt.Errorf("encode %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return p, nil
+}
+
+// intern returns the one copy of s that every cached object shares. The
+// namespace and the labels are what a cache holds in thousands of copies
+// of a few values (an owner's label on each of its objects, a bucket label
+// with 256 values, the same keys everywhere); each decoded object brings
+// its own copy, which the packed object would otherwise keep. The copies
+// are weak: a value no cached object uses any more is freed.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }
 
 // unpack decodes the object into a fresh Unstructured, the caller's to keep
