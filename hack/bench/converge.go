@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/vidra-operator/vidra/internal/testenv"
+
 	"context"
 	"fmt"
 	"os"
@@ -285,10 +287,7 @@ wait:
 		k := s.Labels["result"] + "/" + s.Labels["trigger"]
 		rec[k] = s.Value - m0.Sum("vidra_reconciles_total", s.Labels)
 	}
-	gcShare := -1.0
-	if total := m1.Sum("go_cpu_classes_total_cpu_seconds_total", nil) - m0.Sum("go_cpu_classes_total_cpu_seconds_total", nil); total > 0 {
-		gcShare = round((m1.Sum("go_cpu_classes_gc_total_cpu_seconds_total", nil)-m0.Sum("go_cpu_classes_gc_total_cpu_seconds_total", nil))/total, 3)
-	}
+	gcShare := gcShareOf(m0, m1, cpu["vidra"])
 	return &convergeResult{
 		OperatorCPUPerResourceMs: round(cpu["vidra"]*1000/float64(n), 2),
 		GCShare:                  gcShare,
@@ -302,4 +301,19 @@ wait:
 		Applies:                  m1.Sum("vidra_applies_total", nil) - m0.Sum("vidra_applies_total", nil),
 		CPUSeconds:               cpu,
 	}, nil
+}
+
+// gcSeconds is the runtime's count of the CPU its collector used.
+const gcSeconds = "go_cpu_classes_gc_total_cpu_seconds_total"
+
+// gcShareOf is the part of cpuSeconds, the CPU the process used between two
+// scrapes of its metrics (from /proc), that its garbage collector took, by
+// the runtime's own count; -1 without it. (The runtime's total CPU class is
+// GOMAXPROCS times the wall time, idle included: no share of use.)
+func gcShareOf(m0, m1 testenv.Metrics, cpuSeconds float64) float64 {
+	gc := gcSeconds
+	if cpuSeconds <= 0 || len(m1[gc]) == 0 {
+		return -1
+	}
+	return round((m1.Sum(gc, nil)-m0.Sum(gc, nil))/cpuSeconds, 3)
 }

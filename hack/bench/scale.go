@@ -63,6 +63,8 @@ type scaleRun struct {
 	RSSMiB         []float64 `json:"rssMiBPerReplica"`
 	KeysPerReplica []float64 `json:"keysPerReplica"`
 	CPUPerResource float64   `json:"operatorCPUMsPerResource"`
+	// GCShare is the part of that CPU the garbage collector took.
+	GCShare float64 `json:"gcShare"`
 	// DoubleApplies are objects applied (successfully) more than once
 	// during the converge, from the audit log.
 	DoubleApplies  int         `json:"doubleApplies"`
@@ -268,6 +270,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	for _, op := range ops {
 		cpuBefore += cpuSeconds(op.PID())
 	}
+	gcBefore := sumMetric(ctx, ops, gcSeconds)
 	tracker := newConvergeTracker(scalePrefix, o.n)
 	trackCtx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
@@ -323,6 +326,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		cpuAfter += cpuSeconds(op.PID())
 	}
 	run.CPUPerResource = round((cpuAfter-cpuBefore)*1000/float64(o.n), 2)
+	run.GCShare = round((sumMetric(ctx, ops, gcSeconds)-gcBefore)/(cpuAfter-cpuBefore), 3)
 	logf("scale, %d replicas: converged in %.1f s (%.0f objects/s)", replicas, took.Seconds(), run.ObjectsPerSec)
 	for _, op := range ops {
 		if err := settleOp(ctx, op, 3*time.Second, 2*time.Minute); err != nil {
@@ -597,7 +601,7 @@ func scaleMarkdown(r *scaleResult) string {
 	if r.Baseline != nil {
 		p("Baseline, on a control plane of its own: `%s`: %.1f s, %.0f objects/s.\n\n", r.Baseline.Command, r.Baseline.Seconds, r.Baseline.PerSec)
 	}
-	p("| replicas | converge s | vs kubectl | objects/s | CPU ms per resource | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
+	p("| replicas | converge s | vs kubectl | objects/s | CPU ms per resource (GC share) | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
 		restart, handoff := "–", "–"
@@ -610,7 +614,7 @@ func scaleMarkdown(r *scaleResult) string {
 		if run.VsBaseline > 0 {
 			vs = fmt.Sprintf("%.2f×", run.VsBaseline)
 		}
-		p("| %d | %.1f | %s | %.0f | %.2f | %s | %s | %d | %.1f / %.1f | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, vs, run.ObjectsPerSec, run.CPUPerResource,
+		p("| %d | %.1f | %s | %.0f | %.2f (%.0f %%) | %s | %s | %d | %.1f / %.1f | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, vs, run.ObjectsPerSec, run.CPUPerResource, run.GCShare*100,
 			floats(run.RSSMiB), floats(run.KeysPerReplica), run.DoubleApplies, run.Drift.P50, run.Drift.P99, run.IdleRequests, run.IdleReconciles, restart, handoff, run.Lost)
 	}
 	return b.String()
