@@ -2,7 +2,9 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,15 +17,35 @@ import (
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
+// cacheSyncWait bounds how long a read waits for a cache still listing
+// before it asks the API server instead.
+const cacheSyncWait = 10 * time.Second
+
 // readLive returns the live object: from the watch registry's cache when it
 // holds it, else from the API server. absent is true when no object of that
 // name exists that Vidra could read: either the API server said so, or a
 // synced cache says no object with Vidra's label exists by that name, and
 // the API server was not asked: only an unmanaged object could exist then,
 // and the create-only apply of applyAbsent detects it without changing it.
+//
+// A cache of the local cluster that is still listing (at startup, or after
+// a rebalance changed the objects a replica caches) is waited for, up to
+// cacheSyncWait: one list then serves every resource, where a read per
+// object would compete with it for the API server. A remote cluster's is
+// not: one that cannot be reached would hold a worker for the whole wait
+// at every reconcile, and other tenants' resources with it.
 func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
 	u, err := e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	if errors.Is(err, watchregistry.ErrNotSynced) && ref.Cluster == destination.LocalCluster && e.registry.Started() &&
+		e.registry.State(ref) == watchregistry.StatePending {
+		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+		werr := e.registry.WaitForSync(wctx, ref)
+		cancel()
+		if werr == nil {
+			u, err = e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+		}
+	}
 	if err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)) {
 		return u, false, nil
 	}

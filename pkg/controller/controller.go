@@ -485,8 +485,8 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 		return
 	}
 	// The keys this replica gains first: nobody serves them now. Their
-	// first reconciles read from the API server while the informers list
-	// again; restarting those wakes the keys kept, after them.
+	// first reconciles wait for the informers' lists of the new buckets;
+	// restarting those wakes the keys kept, after them.
 	var kept []cache.ObjectName
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)

@@ -118,6 +118,9 @@ type fixture struct {
 	// watching has the watch registry watch the synced resource's objects
 	// (ConfigMaps) before the sync, as an earlier reconcile would have.
 	watching bool
+	// startRegistry starts the watch registry before the sync, as the
+	// controller's Run does; otherwise its informers never list.
+	startRegistry bool
 	// c is the controller of the last run.
 	c *Controller
 
@@ -277,6 +280,16 @@ var configMapsRef = watchregistry.Ref{Cluster: destination.LocalCluster, GVR: sc
 func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 	c := f.newController()
 	f.c = c
+	if f.startRegistry {
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := c.registry.Start(ctx); err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(func() {
+			cancel()
+			<-c.registry.Done()
+		})
+	}
 	if f.watching {
 		if err := c.registry.Track(key, []watchregistry.Ref{configMapsRef}); err != nil {
 			f.t.Fatal(err)
@@ -498,6 +511,29 @@ func (w *wantStatus) check(t *testing.T, st v1alpha1.VidraResourceStatus) {
 // TestSyncDecisions runs one sync per case and compares what it decided:
 // the requests it sent and in which order, the status it wrote, the Events
 // it recorded, when it asked to come back, and whether it asked for a retry.
+// A reconcile whose objects' cache is still listing, as at startup or
+// after a rebalance, waits for the list rather than reading each object
+// from the API server: the object is then read from the cache (no get).
+func TestReadsWaitForACacheStillListing(t *testing.T) {
+	// As "a reconcile that changes nothing writes nothing" in
+	// TestSyncDecisions, whose registry does not run and so reads the
+	// object with a get.
+	vr := newVR(operatorNS, "steady", configMapManifest, reportedInSync)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr}, liveApp(operatorNS, newVR(operatorNS, "steady", "")))
+	f.startRegistry = true
+	if _, err := f.run(cache.MetaObjectToName(vr)); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.actions) > 0 || len(f.statuses) > 0 {
+		t.Errorf("requests sent: %q, want none: the object read from the cache once listed, and found in sync", f.actions)
+	}
+	if !f.c.registry.Synced(configMapsRef) {
+		t.Errorf("the ConfigMaps' cache is %s, want Synced", f.c.registry.State(configMapsRef))
+	}
+}
+
 func TestSyncDecisions(t *testing.T) {
 	remote := func(vr *v1alpha1.VidraResource) {
 		vr.Spec.Destination = v1alpha1.Destination{
