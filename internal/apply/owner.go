@@ -17,8 +17,9 @@ import (
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
-// cacheSyncWait bounds how long a read waits for a cache still listing
-// before it asks the API server instead.
+// cacheSyncWait bounds how long reads wait for an informer's first list,
+// counted from the informer's start, before they ask the API server
+// instead.
 const cacheSyncWait = 10 * time.Second
 
 // readLive returns the live object: from the watch registry's cache when it
@@ -30,20 +31,21 @@ const cacheSyncWait = 10 * time.Second
 //
 // A cache of the local cluster that is still listing (at startup, or after
 // a rebalance changed the objects a replica caches) is waited for, up to
-// cacheSyncWait: one list then serves every resource, where a read per
-// object would compete with it for the API server. A remote cluster's is
-// not: one that cannot be reached would hold a worker for the whole wait
-// at every reconcile, and other tenants' resources with it.
+// cacheSyncWait after its informer started: one list then serves every
+// resource, where a read per object would compete with it for the API
+// server. A remote cluster's is not: one that cannot be reached would hold
+// a worker at every reconcile, and other tenants' resources with it.
 func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
 	u, err := e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
-	if errors.Is(err, watchregistry.ErrNotSynced) && ref.Cluster == destination.LocalCluster && e.registry.Started() &&
-		e.registry.State(ref) == watchregistry.StatePending {
-		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
-		werr := e.registry.WaitForSync(wctx, ref)
-		cancel()
-		if werr == nil {
-			u, err = e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	if errors.Is(err, watchregistry.ErrNotSynced) && ref.Cluster == destination.LocalCluster {
+		if left := e.listWaitLeft(ref); left > 0 {
+			wctx, cancel := context.WithTimeout(ctx, left)
+			werr := e.registry.WaitForSync(wctx, ref)
+			cancel()
+			if werr == nil {
+				u, err = e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+			}
 		}
 	}
 	if err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)) {
@@ -53,6 +55,23 @@ func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *un
 		return nil, true, nil
 	}
 	return e.getLive(ctx, pass, p)
+}
+
+// listWaitLeft is how long a read may still wait for ref's informer to
+// list: what is left of cacheSyncWait since the informer started, so that
+// an informer whose list keeps failing (a kind whose conversion webhook is
+// down) delays reconciles for cacheSyncWait once, not at every reconcile,
+// and never holds workers other tenants' resources wait for. Zero when the
+// informer is not listing, or has not started (the registry not running).
+func (e *Engine) listWaitLeft(ref watchregistry.Ref) time.Duration {
+	if !e.registry.Started() {
+		return 0
+	}
+	snap, ok := e.registry.Snapshot(ref)
+	if !ok || snap.State != watchregistry.StatePending || snap.StartedAt.IsZero() {
+		return 0
+	}
+	return min(cacheSyncWait, cacheSyncWait-e.clock.Since(snap.StartedAt))
 }
 
 func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstructured.Unstructured, bool, error) {

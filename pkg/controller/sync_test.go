@@ -118,6 +118,11 @@ type fixture struct {
 	// watching has the watch registry watch the synced resource's objects
 	// (ConfigMaps) before the sync, as an earlier reconcile would have.
 	watching bool
+	// beforeSync runs after the registry started and tracked, right
+	// before the sync.
+	beforeSync func()
+	// clock is the controller's, and the watch registry's.
+	clock *clocktesting.FakeClock
 	// startRegistry starts the watch registry before the sync, as the
 	// controller's Run does; otherwise its informers never list.
 	startRegistry bool
@@ -135,7 +140,7 @@ type fixture struct {
 // Applies to the destination succeed unless a case adds a reactor that
 // answers otherwise.
 func newFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runtime.Object) *fixture {
-	f := &fixture{t: t, vrs: vrs, recorder: record.NewFakeRecorder(100)}
+	f := &fixture{t: t, vrs: vrs, recorder: record.NewFakeRecorder(100), clock: clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))}
 	f.kube = k8sfake.NewClientset()
 	f.kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
 		GroupVersion: "v1",
@@ -202,7 +207,7 @@ func (f *fixture) newController() *Controller {
 		Namespace: operatorNS,
 		Config:    func() *config.Config { return cfg },
 		Recorder:  f.recorder,
-		Clock:     clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Clock:     f.clock,
 	})
 	if err != nil {
 		cancel()
@@ -280,6 +285,20 @@ var configMapsRef = watchregistry.Ref{Cluster: destination.LocalCluster, GVR: sc
 func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 	c := f.newController()
 	f.c = c
+	// Reactors first: the fakes' reactor chains are not safe to change
+	// while the registry's informers list and watch.
+	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d := describe(a); d != "" {
+			f.mu.Lock()
+			f.actions = append(f.actions, d)
+			f.mu.Unlock()
+		}
+		return false, nil, nil
+	}
+	f.kube.PrependReactor("*", "*", record)
+	f.vidra.PrependReactor("*", "*", record)
+	f.dynamic.PrependReactor("*", "*", record)
+	f.meta.PrependReactor("*", "*", record)
 	if f.startRegistry {
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := c.registry.Start(ctx); err != nil {
@@ -295,18 +314,9 @@ func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 			f.t.Fatal(err)
 		}
 	}
-	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if d := describe(a); d != "" {
-			f.mu.Lock()
-			f.actions = append(f.actions, d)
-			f.mu.Unlock()
-		}
-		return false, nil, nil
+	if f.beforeSync != nil {
+		f.beforeSync()
 	}
-	f.kube.PrependReactor("*", "*", record)
-	f.vidra.PrependReactor("*", "*", record)
-	f.dynamic.PrependReactor("*", "*", record)
-	f.meta.PrependReactor("*", "*", record)
 	return c.sync(context.Background(), key)
 }
 
@@ -531,6 +541,40 @@ func TestReadsWaitForACacheStillListing(t *testing.T) {
 	}
 	if !f.c.registry.Synced(configMapsRef) {
 		t.Errorf("the ConfigMaps' cache is %s, want Synced", f.c.registry.State(configMapsRef))
+	}
+}
+
+// A list that keeps failing is waited for once, for cacheSyncWait from the
+// informer's start, not at every reconcile: past that, a reconcile reads
+// from the API server at once and holds no worker.
+func TestReadsDoNotWaitForAListThatKeepsFailing(t *testing.T) {
+	vr := newVR(operatorNS, "steady", configMapManifest, reportedInSync)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr}, liveApp(operatorNS, newVR(operatorNS, "steady", "")))
+	f.startRegistry, f.watching = true, true
+	f.dynamic.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("conversion webhook unavailable"))
+	})
+	// The informer starts as the fixture tracks the objects; the reconcile
+	// comes longer than the wait after that.
+	f.beforeSync = func() { f.clock.Step(11 * time.Second) }
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.run(cache.MetaObjectToName(vr))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		// The wait would be 10 s; the sync itself takes milliseconds.
+		t.Fatal("the sync waited for a list that keeps failing")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.actions, []string{"get configmaps vidra-system/app"}) {
+		t.Errorf("requests sent: %q, want the object read from the API server", f.actions)
 	}
 }
 
