@@ -365,6 +365,13 @@ func (r *Registry[K]) loop(ctx context.Context) {
 		if !next.IsZero() {
 			timer = r.clock.NewTimer(next.Sub(now))
 			timerC = timer.C()
+			// A clock that moved past next since now was read (a fake
+			// clock stepped meanwhile) would leave the timer a step
+			// late: look again at once instead.
+			if later := r.clock.Now(); later.After(now) && !later.Before(next) {
+				timer.Stop()
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
