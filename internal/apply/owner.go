@@ -62,11 +62,9 @@ func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *un
 // an informer whose list keeps failing (a kind whose conversion webhook is
 // down) delays reconciles for cacheSyncWait once, not at every reconcile,
 // and never holds workers other tenants' resources wait for. Zero when the
-// informer is not listing, or has not started (the registry not running).
+// informer is not listing, or has not started (the registry not running:
+// informers start with it, and stop as Stopped).
 func (e *Engine) listWaitLeft(ref watchregistry.Ref) time.Duration {
-	if !e.registry.Started() {
-		return 0
-	}
 	snap, ok := e.registry.Snapshot(ref)
 	if !ok || snap.State != watchregistry.StatePending || snap.StartedAt.IsZero() {
 		return 0

@@ -321,23 +321,6 @@ func (r *Registry[K]) Start(ctx context.Context) error {
 	return nil
 }
 
-// Started reports whether Start was called and the registry has not
-// stopped since: whether a tracked ref's informer runs, so that waiting for
-// it to sync makes sense.
-func (r *Registry[K]) Started() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.runCtx == nil {
-		return false
-	}
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // Run is the blocking form of Start: it starts the registry and returns once
 // ctx is done and every informer has exited. A second call logs an error and
 // returns at once.
