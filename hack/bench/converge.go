@@ -311,9 +311,16 @@ const gcSeconds = "go_cpu_classes_gc_total_cpu_seconds_total"
 // the runtime's own count; -1 without it. (The runtime's total CPU class is
 // GOMAXPROCS times the wall time, idle included: no share of use.)
 func gcShareOf(m0, m1 testenv.Metrics, cpuSeconds float64) float64 {
-	gc := gcSeconds
-	if cpuSeconds <= 0 || len(m1[gc]) == 0 {
+	if len(m1[gcSeconds]) == 0 {
 		return -1
 	}
-	return round((m1.Sum(gc, nil)-m0.Sum(gc, nil))/cpuSeconds, 3)
+	return gcShare(m1.Sum(gcSeconds, nil)-m0.Sum(gcSeconds, nil), cpuSeconds)
+}
+
+// gcShare is gcCPU over cpuSeconds, -1 when no CPU was used.
+func gcShare(gcCPU, cpuSeconds float64) float64 {
+	if cpuSeconds <= 0 {
+		return -1
+	}
+	return round(gcCPU/cpuSeconds, 3)
 }

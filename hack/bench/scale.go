@@ -326,7 +326,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		cpuAfter += cpuSeconds(op.PID())
 	}
 	run.CPUPerResource = round((cpuAfter-cpuBefore)*1000/float64(o.n), 2)
-	run.GCShare = round((sumMetric(ctx, ops, gcSeconds)-gcBefore)/(cpuAfter-cpuBefore), 3)
+	run.GCShare = gcShare(sumMetric(ctx, ops, gcSeconds)-gcBefore, cpuAfter-cpuBefore)
 	logf("scale, %d replicas: converged in %.1f s (%.0f objects/s)", replicas, took.Seconds(), run.ObjectsPerSec)
 	for _, op := range ops {
 		if err := settleOp(ctx, op, 3*time.Second, 2*time.Minute); err != nil {
