@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -377,16 +378,37 @@ type Mapper struct {
 
 	mu        sync.Mutex
 	lastReset time.Time
+	// found holds the mappings found since the last refresh, which the
+	// deferred mapper would answer the same until then: it scans every
+	// served resource at each call, and a reconcile asks twice per object.
+	// generation counts refreshes, so that a lookup that raced one is not
+	// kept.
+	found      sync.Map // schema.GroupVersionKind → *meta.RESTMapping
+	generation atomic.Uint64
 }
 
 func newMapper(dc discovery.DiscoveryInterface, clk clock.Clock) *Mapper {
 	return &Mapper{mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), clock: clk}
 }
 
+// Mapping returns the resource of a kind. The mapping is shared: callers
+// must not change it.
 func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if mp, ok := m.found.Load(gvk); ok {
+		return mp.(*meta.RESTMapping), nil
+	}
+	gen := m.generation.Load()
 	mp, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil && (meta.IsNoMatchError(err)) && m.Refresh(false) {
+		gen = m.generation.Load()
 		mp, err = m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err == nil {
+		m.mu.Lock()
+		if m.generation.Load() == gen {
+			m.found.Store(gvk, mp)
+		}
+		m.mu.Unlock()
 	}
 	return mp, err
 }
@@ -401,6 +423,8 @@ func (m *Mapper) Refresh(force bool) bool {
 		return false
 	}
 	m.lastReset = now
+	m.generation.Add(1)
+	m.found.Clear()
 	m.mapper.Reset()
 	return true
 }
