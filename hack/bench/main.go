@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&o.containerMemory, "container-memory", "manifest", "the operator's container memory limit, from which it gets the --memory-limit its auto policy would choose there: manifest (that of manifests/manager/deployment.yaml), none, or a quantity such as 512Mi; -operator-args may override the flag")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (audit log, operator log) after the run")
 	flag.StringVar(&o.pprof, "pprof", "", "operator's --pprof-bind-address during the run, for investigation (empty: off)")
-	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge, for investigation (files in the work directory)")
+	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge (the scale run: the handoff), for investigation (files in the work directory)")
 	replicas := flag.String("replicas", "", "run the scale measurement instead: once per replica count, comma-separated (1,2,3), each on a fresh control plane, with -n resources")
 	flag.IntVar(&o.scaleDriftSamples, "scale-drift-samples", 50, "ConfigMap deletions timed in each scale run")
 	flag.Parse()

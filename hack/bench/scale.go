@@ -216,7 +216,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		}
 	}()
 	logf("scale, %d replicas: starting a control plane", replicas)
-	c, err := startCluster(ctx, dir, false)
+	c, err := startCluster(ctx, dir, o.apiserverPprof)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +430,16 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 				break
 			}
 		}
+		// Profiles of the handoff: a survivor (replica-0, the one -pprof
+		// serves) and the API server, over the Lease's expiry and after.
+		var handoffProfiled chan error
+		if o.pprof != "" {
+			handoffProfiled = make(chan error, 1)
+			go func() {
+				handoffProfiled <- fetch(ctx, "http://"+o.pprof+"/debug/pprof/profile?seconds=15", filepath.Join(dir, fmt.Sprintf("handoff-%d.cpu.pprof", replicas)))
+			}()
+		}
+		waitAPIServer := c.profileAPIServer(ctx, o.apiserverPprof, 15*time.Second, filepath.Join(dir, fmt.Sprintf("handoff-%d.apiserver.cpu.pprof", replicas)))
 		if err := ops[1].Signal(syscall.SIGKILL); err != nil {
 			return nil, err
 		}
@@ -446,6 +456,12 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 			return nil, fmt.Errorf("the killed replica's object was not restored: %w", err)
 		}
 		run.HandoffSeconds = round(time.Since(killed).Seconds(), 2)
+		waitAPIServer()
+		if handoffProfiled != nil {
+			if err := <-handoffProfiled; err != nil {
+				logf("CPU profile: %v", err)
+			}
+		}
 		ops = slices.Delete(ops, 1, 2)
 		logf("scale, %d replicas: a resource of the SIGKILLed replica was served again %.2f s after the kill (lease %s)", replicas, run.HandoffSeconds, scaleLease)
 	}
