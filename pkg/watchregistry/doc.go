@@ -20,7 +20,8 @@
 // so calling it on every reconcile is cheap and correct. A namespaced Ref is
 // served by a running all-namespaces informer of the same cluster and
 // resource rather than by a second one. Read actual state with Get and List,
-// or GetInto, GetTyped and ListTyped for typed objects, which serve the
+// or GetInto, GetTyped and ListTyped for typed objects (Has to look for an
+// object without decoding it), which serve the
 // informer caches and never block (WaitForSync blocks until a ref has
 // synced):
 //

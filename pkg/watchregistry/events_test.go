@@ -366,6 +366,20 @@ func TestGetAndListReadTheCache(t *testing.T) {
 	if _, err := r.Get(untracked, ns, "x"); !errors.Is(err, watchregistry.ErrNotTracked) {
 		t.Fatalf("Get of an untracked ref: %v, want ErrNotTracked", err)
 	}
+	// Has: present, present with labels that match, and not.
+	ownedByB := labels.SelectorFromSet(labels.Set{ownerLabel: "b"})
+	for _, c := range []struct {
+		name string
+		sel  labels.Selector
+		want bool
+	}{{"cm-1", nil, true}, {"cm-1", ownedByB, true}, {"cm-0", ownedByB, false}, {"plain", nil, false}, {"absent", nil, false}} {
+		if got, err := r.Has(ref, ns, c.name, c.sel); err != nil || got != c.want {
+			t.Errorf("Has %s (selector %v): %v, %v; want %v", c.name, c.sel, got, err, c.want)
+		}
+	}
+	if _, err := r.Has(untracked, ns, "x", nil); !errors.Is(err, watchregistry.ErrNotTracked) {
+		t.Fatalf("Has of an untracked ref: %v, want ErrNotTracked", err)
+	}
 
 	sel := labels.SelectorFromSet(labels.Set{ownerLabel: "a"})
 	list, err := r.List(ref, ns, sel)

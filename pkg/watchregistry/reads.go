@@ -66,6 +66,18 @@ func (r *Registry[K]) GetInto(ref Ref, namespace, name string, into runtime.Obje
 	return nil
 }
 
+// Has reports whether the cache serving ref holds the object and its labels
+// match selector (nil for any), without decoding it: a look at many objects
+// (is each there, and whose is it) copies none. It fails like Get, except
+// that an object the cache does not hold is false, not an error.
+func (r *Registry[K]) Has(ref Ref, namespace, name string, selector labels.Selector) (bool, error) {
+	p, found, err := r.lookup(ref, namespace, name)
+	if err != nil || !found {
+		return false, err
+	}
+	return selector == nil || selector.Matches(labels.Set(p.Labels)), nil
+}
+
 // GetTyped is GetInto returning a new typed object, e.g.
 // GetTyped[corev1.ConfigMap](reg, ref, ns, name).
 func GetTyped[T any, PT interface {
