@@ -11,10 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -190,6 +192,55 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	kept := e.prune(ctx, pass, desired)
 	pass.Out.Inventory = append(inventory, kept...)
 	logger.V(3).Info("Reconciled", "objects", len(all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
+}
+
+// AllCached reports whether every object of pass's manifest is in a synced
+// cache of the local cluster with this resource's marks: what a look
+// without a request can tell, and nothing of whether the objects are as
+// declared. A replica that takes on many resources at once (a rebalance)
+// reconciles first those for which it is not so, so that an object deleted
+// while no replica served its resource is restored before thousands of
+// intact resources are verified. A manifest that does not parse, resolve
+// or map, or whose destination is another cluster, is never all cached.
+// pass.Target must be set.
+func (e *Engine) AllCached(ctx context.Context, pass *Pass) bool {
+	vr := pass.VR
+	if pass.Target == nil || pass.Target.Cluster != destination.LocalCluster {
+		return false
+	}
+	objs, perrs := e.parsed.parse(pass.key, vr)
+	if len(perrs) > 0 {
+		return false
+	}
+	resolved, rerrs := manifest.Resolve(objs, DefaultNamespace(vr), pass.Target.Mapper.Namespaced)
+	if len(rerrs) > 0 {
+		return false
+	}
+	var all []*planned
+	for _, o := range resolved {
+		if policyOf(o.Object).ignored {
+			continue
+		}
+		all = append(all, &planned{obj: o.Object})
+	}
+	e.mapAll(pass, all, false)
+	if len(mapped(all)) < len(all) {
+		return false
+	}
+	// The refs the reconcile tracks too: their informers start now.
+	e.track(ctx, pass, all)
+	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(vr.UID)})
+	for _, p := range all {
+		ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
+		ok, err := e.registry.Has(ref, p.obj.GetNamespace(), p.obj.GetName(), owned)
+		if errors.Is(err, watchregistry.ErrNotSynced) && e.waitListed(ctx, ref) {
+			ok, err = e.registry.Has(ref, p.obj.GetNamespace(), p.obj.GetName(), owned)
+		}
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // observeCached gives an object the pass did not get to (its apply

@@ -36,18 +36,7 @@ const cacheSyncWait = 10 * time.Second
 // server. A remote cluster's is not: one that cannot be reached would hold
 // a worker at every reconcile, and other tenants' resources with it.
 func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
-	ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
-	u, err := e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
-	if errors.Is(err, watchregistry.ErrNotSynced) && ref.Cluster == destination.LocalCluster {
-		if left := e.listWaitLeft(ref); left > 0 {
-			wctx, cancel := context.WithTimeout(ctx, left)
-			werr := e.registry.WaitForSync(wctx, ref)
-			cancel()
-			if werr == nil {
-				u, err = e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
-			}
-		}
-	}
+	u, err := e.readCache(ctx, pass, p)
 	if err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)) {
 		return u, false, nil
 	}
@@ -55,6 +44,32 @@ func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *un
 		return nil, true, nil
 	}
 	return e.getLive(ctx, pass, p)
+}
+
+// readCache reads p's object from the watch registry's cache, waiting for a
+// local informer still listing as readLive says.
+func (e *Engine) readCache(ctx context.Context, pass *Pass, p *planned) (*unstructured.Unstructured, error) {
+	ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
+	u, err := e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	if errors.Is(err, watchregistry.ErrNotSynced) && e.waitListed(ctx, ref) {
+		u, err = e.registry.Get(ref, p.obj.GetNamespace(), p.obj.GetName())
+	}
+	return u, err
+}
+
+// waitListed waits for ref's informer to list when readLive would, and
+// reports whether it has.
+func (e *Engine) waitListed(ctx context.Context, ref watchregistry.Ref) bool {
+	if ref.Cluster != destination.LocalCluster {
+		return false
+	}
+	left := e.listWaitLeft(ref)
+	if left <= 0 {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	return e.registry.WaitForSync(wctx, ref) == nil
 }
 
 // listWaitLeft is how long a read may still wait for ref's informer to

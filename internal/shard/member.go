@@ -59,7 +59,8 @@ type Options struct {
 	LeaseDuration, RenewPeriod time.Duration
 	// OnChange is called, on the member's goroutine, every time a view
 	// becomes settled, with the buckets this member owns in it (none while
-	// it is not a member).
+	// it is not a member). Enter waits while OnChange runs for a settled
+	// view, so OnChange must not wait for a reconcile.
 	OnChange func(ctx context.Context, buckets []int)
 	// Metrics receives the member's figures; nil records none.
 	Metrics *Metrics
@@ -414,6 +415,12 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 		}
 	}
 	buckets := Owned(m.opts.Identity, view)
+	// Reconciles wait at Enter until OnChange has returned, so that none
+	// runs under the new view before the replica has taken its new share
+	// on: its caches' scope, for one, whose old informers would answer
+	// "absent" for the objects of the buckets it gains.
+	m.gate.Lock()
+	defer m.gate.Unlock()
 	m.mu.Lock()
 	m.owned = [Buckets]bool{}
 	for _, b := range buckets {

@@ -142,6 +142,9 @@ type Controller struct {
 	// queued again while it was being reconciled, by a cause that reconcile
 	// took, runs again for that cause.
 	lastTrigger map[cache.ObjectName]Trigger
+	// putOffKeys are the keys of a rebalance put off once (putOff), whose
+	// next rebalance reconcile runs.
+	putOffKeys map[cache.ObjectName]struct{}
 }
 
 // NewController wires the VidraResource informer, the work queue and the watch
@@ -179,6 +182,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		opts:        opts,
 		triggers:    map[cache.ObjectName]map[Trigger]pendingTrigger{},
 		lastTrigger: map[cache.ObjectName]Trigger{},
+		putOffKeys:  map[cache.ObjectName]struct{}{},
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -361,6 +365,15 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	trigger := c.takeTrigger(key, got)
 	ctx = reconcileContext(ctx, key, trigger)
+	if trigger == TriggerRebalance || trigger == TriggerStartup {
+		if c.putOff(ctx, key, trigger) {
+			return true
+		}
+	} else {
+		c.mu.Lock()
+		delete(c.putOffKeys, key)
+		c.mu.Unlock()
+	}
 	res, err := c.sync(ctx, key)
 	c.recordReconcile(ctx, key, trigger, c.clock.Since(got), res, err)
 	c.handleErr(ctx, key, res, err)
@@ -470,6 +483,7 @@ func (c *Controller) dropTriggers(key cache.ObjectName) {
 	defer c.mu.Unlock()
 	delete(c.triggers, key)
 	delete(c.lastTrigger, key)
+	delete(c.putOffKeys, key)
 }
 
 // ShardChanged takes on a new share of the VidraResources (see
@@ -485,8 +499,10 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 		return
 	}
 	// The keys this replica gains first: nobody serves them now. Their
-	// first reconciles wait for the informers' lists of the new buckets;
-	// restarting those wakes the keys kept, after them.
+	// first reconciles wait for the informers' lists of the new buckets
+	// (they start once this returns: Enter waits for it, so none reads an
+	// informer of the old selector, which would call the gained objects
+	// absent); restarting those informers wakes the keys kept, after them.
 	var kept []cache.ObjectName
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)
@@ -505,6 +521,44 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	for _, key := range kept {
 		c.enqueue(key, TriggerRebalance)
 	}
+}
+
+// putOff puts off, once, the reconcile of a key that a rebalance or a
+// start (new informers' first lists) queued along with every other, when a
+// look at the caches finds every object of its manifest there: the key goes
+// to the back of the queue, behind the others, so that the resources with
+// an object missing (deleted while no replica served them, or while the
+// operator was down) are restored before thousands of intact ones are
+// verified. The look sends no request; it reports whether the key was put
+// off, queued again for trigger.
+func (c *Controller) putOff(ctx context.Context, key cache.ObjectName, trigger Trigger) bool {
+	c.mu.Lock()
+	_, again := c.putOffKeys[key]
+	delete(c.putOffKeys, key)
+	c.mu.Unlock()
+	if again {
+		return false
+	}
+	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	if err != nil || vr.DeletionTimestamp != nil || vr.Spec.Suspend || len(vr.Spec.DependsOn) > 0 ||
+		!slices.Contains(vr.Finalizers, v1alpha1.Finalizer) || vr.Status.ObservedGeneration != vr.Generation {
+		return false
+	}
+	target, err := c.dests.Resolve(ctx, vr)
+	if err != nil {
+		return false
+	}
+	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
+	pass.Target = target
+	if !c.engine.AllCached(ctx, pass) {
+		return false
+	}
+	klog.FromContext(ctx).V(4).Info("Every object cached; verified after the resources missing one")
+	c.mu.Lock()
+	c.putOffKeys[key] = struct{}{}
+	c.mu.Unlock()
+	c.enqueue(key, trigger)
+	return true
 }
 
 // OwnedKeys counts the VidraResources this replica owns: all of them

@@ -29,6 +29,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.lastTrigger, key)
+	delete(c.putOffKeys, key)
 }
 
 // syncResult tells processNextWorkItem when to come back.

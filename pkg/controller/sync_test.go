@@ -829,3 +829,61 @@ func TestSyncDecisions(t *testing.T) {
 		})
 	}
 }
+
+// After a rebalance or a start, a resource with an object missing (deleted
+// while no replica served it, or while the operator was down) is
+// reconciled before the intact ones are verified: each intact resource is
+// put off once, with no request, behind the rest, then verified.
+func TestRebalanceAndStartRestoreMissingObjectsFirst(t *testing.T) {
+	for _, trigger := range []Trigger{TriggerRebalance, TriggerStartup} {
+		t.Run(string(trigger), func(t *testing.T) { testMissingObjectsFirst(t, trigger) })
+	}
+}
+
+func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
+	intact := newVR(operatorNS, "intact", configMapManifest, reportedInSync)
+	// broken's ConfigMap, other, is gone.
+	broken := newVR(operatorNS, "broken", strings.Replace(configMapManifest, "name: app", "name: other", 1), reportedInSync,
+		func(vr *v1alpha1.VidraResource) { vr.Status.ManagedResources[0].Name = "other" })
+	f := newFixture(t, []*v1alpha1.VidraResource{intact, broken}, liveApp(operatorNS, intact))
+	c := f.newController()
+	f.c = c
+	f.dynamic.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d := describe(a); d != "" {
+			f.mu.Lock()
+			f.actions = append(f.actions, d)
+			f.mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.registry.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-c.registry.Done()
+	})
+	var order []string
+	c.opts.OnReconcile = func(key cache.ObjectName, _ Trigger, result string) {
+		order = append(order, key.Name+" "+result)
+	}
+	// As ShardChanged, or the informers' first lists, queue them; the
+	// intact resource first.
+	c.enqueue(cache.MetaObjectToName(intact), trigger)
+	c.enqueue(cache.MetaObjectToName(broken), trigger)
+	for i := 0; i < 3 && c.queue.Len() > 0; i++ {
+		c.processNextWorkItem(context.Background())
+	}
+	if want := []string{"broken success", "intact success"}; !slices.Equal(order, want) {
+		t.Errorf("reconciles %q, want %q: the resource missing its object first", order, want)
+	}
+	if n := c.queue.Len(); n != 0 {
+		t.Errorf("%d keys still queued, want none: a resource is put off once", n)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := []string{"apply configmaps vidra-system/other", "update vidraresources/status vidra-system/broken"}; !slices.Equal(f.actions, want) {
+		t.Errorf("requests sent: %q, want %q: the missing object restored, the intact one read from the cache", f.actions, want)
+	}
+}
