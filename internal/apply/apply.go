@@ -197,9 +197,9 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 // AllCached reports whether every object of pass's manifest is in a synced
 // cache of the local cluster with this resource's marks: what a look
 // without a request can tell, and nothing of whether the objects are as
-// declared. A replica that takes on many resources at once (a rebalance)
-// reconciles first those for which it is not so, so that an object deleted
-// while no replica served its resource is restored before thousands of
+// declared. A replica that takes on many resources at once (a rebalance, a
+// start) reconciles first those for which it is not so, so that an object
+// deleted while nobody served its resource is restored before thousands of
 // intact resources are verified. A manifest that does not parse, resolve
 // or map, or whose destination is another cluster, is never all cached.
 // pass.Target must be set.

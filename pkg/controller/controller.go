@@ -142,8 +142,8 @@ type Controller struct {
 	// queued again while it was being reconciled, by a cause that reconcile
 	// took, runs again for that cause.
 	lastTrigger map[cache.ObjectName]Trigger
-	// putOffKeys are the keys of a rebalance put off once (putOff), whose
-	// next rebalance reconcile runs.
+	// putOffKeys are the keys put off once (putOff), whose next reconcile
+	// for a rebalance or a start runs.
 	putOffKeys map[cache.ObjectName]struct{}
 }
 
@@ -540,8 +540,12 @@ func (c *Controller) putOff(ctx context.Context, key cache.ObjectName, trigger T
 		return false
 	}
 	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
+	// Only what a look at the local caches can settle: not a resource
+	// being deleted, suspended, waiting for others, changed since its last
+	// reconcile, or aimed at another cluster.
 	if err != nil || vr.DeletionTimestamp != nil || vr.Spec.Suspend || len(vr.Spec.DependsOn) > 0 ||
-		!slices.Contains(vr.Finalizers, v1alpha1.Finalizer) || vr.Status.ObservedGeneration != vr.Generation {
+		!slices.Contains(vr.Finalizers, v1alpha1.Finalizer) || vr.Status.ObservedGeneration != vr.Generation ||
+		!destination.IsLocalServer(vr.Spec.Destination.Server) {
 		return false
 	}
 	target, err := c.dests.Resolve(ctx, vr)
