@@ -58,10 +58,14 @@ func (e *Engine) readCache(ctx context.Context, pass *Pass, p *planned) (*unstru
 }
 
 // waitListed waits for ref's informer to list when readLive would, and
-// reports whether it has.
+// reports whether it has: also when it finished listing since the read
+// that found it still listing.
 func (e *Engine) waitListed(ctx context.Context, ref watchregistry.Ref) bool {
 	if ref.Cluster != destination.LocalCluster {
 		return false
+	}
+	if e.registry.Synced(ref) {
+		return true
 	}
 	left := e.listWaitLeft(ref)
 	if left <= 0 {
