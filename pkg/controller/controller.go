@@ -545,7 +545,7 @@ func (c *Controller) putOff(ctx context.Context, key cache.ObjectName, trigger T
 	// reconcile, or aimed at another cluster.
 	if err != nil || vr.DeletionTimestamp != nil || vr.Spec.Suspend || len(vr.Spec.DependsOn) > 0 ||
 		!slices.Contains(vr.Finalizers, v1alpha1.Finalizer) || vr.Status.ObservedGeneration != vr.Generation ||
-		!destination.IsLocalServer(vr.Spec.Destination.Server) {
+		vr.Spec.Destination.KubeconfigSecretRef != nil || !destination.IsLocalServer(vr.Spec.Destination.Server) {
 		return false
 	}
 	target, err := c.dests.Resolve(ctx, vr)
