@@ -365,14 +365,12 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	trigger := c.takeTrigger(key, got)
 	ctx = reconcileContext(ctx, key, trigger)
-	if trigger == TriggerRebalance || trigger == TriggerStartup {
-		if c.putOff(ctx, key, trigger) {
-			return true
-		}
-	} else {
-		c.mu.Lock()
-		delete(c.putOffKeys, key)
-		c.mu.Unlock()
+	c.mu.Lock()
+	_, putOffOnce := c.putOffKeys[key]
+	delete(c.putOffKeys, key)
+	c.mu.Unlock()
+	if (trigger == TriggerRebalance || trigger == TriggerStartup) && !putOffOnce && c.putOff(ctx, key, trigger) {
+		return true
 	}
 	res, err := c.sync(ctx, key)
 	c.recordReconcile(ctx, key, trigger, c.clock.Since(got), res, err)
@@ -530,15 +528,9 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 // an object missing (deleted while no replica served them, or while the
 // operator was down) are restored before thousands of intact ones are
 // verified. The look sends no request; it reports whether the key was put
-// off, queued again for trigger.
+// off, queued again for trigger. processNextWorkItem does not ask again for
+// a key put off.
 func (c *Controller) putOff(ctx context.Context, key cache.ObjectName, trigger Trigger) bool {
-	c.mu.Lock()
-	_, again := c.putOffKeys[key]
-	delete(c.putOffKeys, key)
-	c.mu.Unlock()
-	if again {
-		return false
-	}
 	vr, err := c.lister.VidraResources(key.Namespace).Get(key.Name)
 	// Only what a look at the local caches can settle: not a resource
 	// being deleted, suspended, waiting for others, changed since its last

@@ -287,18 +287,7 @@ func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 	f.c = c
 	// Reactors first: the fakes' reactor chains are not safe to change
 	// while the registry's informers list and watch.
-	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if d := describe(a); d != "" {
-			f.mu.Lock()
-			f.actions = append(f.actions, d)
-			f.mu.Unlock()
-		}
-		return false, nil, nil
-	}
-	f.kube.PrependReactor("*", "*", record)
-	f.vidra.PrependReactor("*", "*", record)
-	f.dynamic.PrependReactor("*", "*", record)
-	f.meta.PrependReactor("*", "*", record)
+	f.recordRequests()
 	if f.startRegistry {
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := c.registry.Start(ctx); err != nil {
@@ -318,6 +307,23 @@ func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 		f.beforeSync()
 	}
 	return c.sync(context.Background(), key)
+}
+
+// recordRequests records, from here on, the requests of every fake in
+// f.actions, as describe names them.
+func (f *fixture) recordRequests() {
+	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d := describe(a); d != "" {
+			f.mu.Lock()
+			f.actions = append(f.actions, d)
+			f.mu.Unlock()
+		}
+		return false, nil, nil
+	}
+	f.kube.PrependReactor("*", "*", record)
+	f.vidra.PrependReactor("*", "*", record)
+	f.dynamic.PrependReactor("*", "*", record)
+	f.meta.PrependReactor("*", "*", record)
 }
 
 // describe names a request as a case expects it: verb, resource, object,
@@ -848,14 +854,7 @@ func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
 	f := newFixture(t, []*v1alpha1.VidraResource{intact, broken}, liveApp(operatorNS, intact))
 	c := f.newController()
 	f.c = c
-	f.dynamic.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if d := describe(a); d != "" {
-			f.mu.Lock()
-			f.actions = append(f.actions, d)
-			f.mu.Unlock()
-		}
-		return false, nil, nil
-	})
+	f.recordRequests()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := c.registry.Start(ctx); err != nil {
 		t.Fatal(err)
