@@ -145,7 +145,19 @@ type Controller struct {
 	// putOffKeys are the keys put off once (putOff), whose next reconcile
 	// for a rebalance or a start runs.
 	putOffKeys map[cache.ObjectName]struct{}
+
+	// share is this replica's buckets, nil until it has a share, and
+	// selectors the watch registry's label selectors: one per share taken
+	// on since the last that dropped a bucket. Only ShardChanged uses them,
+	// from the shard member's goroutine.
+	share     []int
+	selectors []string
 }
+
+// maxShareSelectors caps the informers a replica runs per resource for the
+// buckets it gained one rebalance at a time; past it, a rebalance lists the
+// whole share again, under one selector.
+const maxShareSelectors = 4
 
 // NewController wires the VidraResource informer, the work queue and the watch
 // registry. Start the informer factory, then Run.
@@ -486,10 +498,13 @@ func (c *Controller) dropTriggers(key cache.ObjectName) {
 
 // ShardChanged takes on a new share of the VidraResources (see
 // Options.Shard): buckets are this replica's. The watch registry's
-// informers then select the objects of those buckets only (a restart of
-// each, and a fresh list); the keys this replica lost are forgotten, with
-// their informers' references, and those it owns are reconciled, since
-// their events may have been dropped while the share changed.
+// informers then select the objects of those buckets only: a replica that
+// only gained buckets keeps its informers and adds one per resource for the
+// objects of the buckets gained, so that it lists only those (the handoff
+// after a replica died); one that lost any restarts them under one
+// selector, and lists its whole share again. The keys this replica lost are
+// forgotten, with their informers' references, and those it owns are
+// reconciled, since their events were dropped while the share changed.
 func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	logger := klog.FromContext(ctx)
 	vrs, err := c.lister.List(labels.Everything())
@@ -499,8 +514,8 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	// The keys this replica gains first: nobody serves them now. Their
 	// first reconciles wait for the informers' lists of the new buckets
 	// (they start once this returns: Enter waits for it, so none reads an
-	// informer of the old selector, which would call the gained objects
-	// absent); restarting those informers wakes the keys kept, after them.
+	// informer of the old scope, which would call the gained objects
+	// absent); the keys kept come after them.
 	var kept []cache.ObjectName
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)
@@ -513,12 +528,43 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 			c.enqueue(key, TriggerRebalance)
 		}
 	}
-	if err := c.registry.SetLabelSelector(objectSelector(buckets)); err != nil {
+	selectors := c.shareSelectors(buckets)
+	if err := c.registry.SetLabelSelectors(selectors...); err != nil {
 		logger.Error(err, "Selecting the objects of this replica's buckets failed")
 	}
+	logger.V(1).Info("Watching the objects of this replica's buckets", "buckets", len(buckets), "selectors", len(selectors))
 	for _, key := range kept {
 		c.enqueue(key, TriggerRebalance)
 	}
+}
+
+// shareSelectors records buckets as this replica's share and returns the
+// watch registry's selectors for it: those of the share before plus one
+// for the buckets gained, when none was lost.
+func (c *Controller) shareSelectors(buckets []int) []string {
+	prev := c.share
+	// nil is no share yet (or a fenced replica), as objectSelector takes it.
+	c.share = slices.Clone(buckets)
+	slices.Sort(c.share)
+	var gained []int
+	lost := false
+	for _, b := range c.share {
+		if _, found := slices.BinarySearch(prev, b); !found {
+			gained = append(gained, b)
+		}
+	}
+	for _, b := range prev {
+		if _, found := slices.BinarySearch(c.share, b); !found {
+			lost = true
+		}
+	}
+	switch {
+	case len(prev) == 0 || c.share == nil || lost || len(c.selectors) >= maxShareSelectors:
+		c.selectors = []string{objectSelector(c.share)}
+	case len(gained) > 0:
+		c.selectors = append(slices.Clip(c.selectors), objectSelector(gained))
+	}
+	return c.selectors
 }
 
 // putOff puts off, once, the reconcile of a key that a rebalance or a

@@ -61,8 +61,10 @@ func (r *Registry[K]) checkInvariants() error {
 		if e.stopped.Load() && !e.state.failed() {
 			return fmt.Errorf("entry %s is in state %s but its informer was stopped", e.ref, e.state)
 		}
-		if !e.state.failed() && r.runCtx != nil && !r.closed && (e.cancel == nil || e.informer.IsStopped()) {
-			return fmt.Errorf("entry %s is in state %s but its informer is not running", e.ref, e.state)
+		for _, p := range e.parts {
+			if !e.state.failed() && r.runCtx != nil && !r.closed && (e.cancel == nil || p.informer.IsStopped()) {
+				return fmt.Errorf("entry %s is in state %s but its informer of %q is not running", e.ref, e.state, p.selector)
+			}
 		}
 	}
 	return nil

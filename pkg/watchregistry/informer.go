@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,15 +19,21 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// entry is one informer of one Ref. Informers are single-use, so an entry is
-// never restarted: a ref that needs a new informer gets a new entry, and a
-// stopped entry is removed from (or replaced in) Registry.entries under
-// Registry.mu, which is what keeps a stopped informer from being handed out.
+// entry is the cache of one Ref: one informer per label selector of the
+// registry (see SetLabelSelectors), usually one. Informers are single-use,
+// so an entry is never restarted: a ref that needs a new informer gets a new
+// entry, and a stopped entry is removed from (or replaced in)
+// Registry.entries under Registry.mu, which is what keeps a stopped informer
+// from being handed out. A widened scope adds informers to a running entry.
 type entry[K comparable] struct {
-	ref          Ref
-	log          logr.Logger
-	informer     cache.SharedIndexInformer
-	registration cache.ResourceEventHandlerRegistration
+	ref     Ref
+	log     logr.Logger
+	clients *clusterClients
+	// parts holds the entry's informers, one per selector. Appended to under
+	// Registry.mu; never shrinks.
+	parts []*part
+	// ctx is the context the informers run under, nil until started.
+	ctx context.Context
 
 	// stopped is set, under Registry.mu, once the informer must deliver no
 	// more events; the handler reads it without the lock.
@@ -61,10 +68,27 @@ type entry[K comparable] struct {
 	// The owners collected from the initial list, enqueued once synced.
 	initMu   sync.Mutex
 	initKeys map[K]struct{}
-	initDone bool
 
 	kindOnce sync.Once
 	kind     string
+}
+
+// part is one informer of an entry: the objects of one label selector.
+type part struct {
+	selector     string
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+	synced       bool // guarded by Registry.mu
+}
+
+// indexers returns the caches of the entry's informers; called under
+// Registry.mu.
+func (e *entry[K]) indexers() []cache.Indexer {
+	out := make([]cache.Indexer, len(e.parts))
+	for i, p := range e.parts {
+		out[i] = p.informer.GetIndexer()
+	}
+	return out
 }
 
 // hasOwner reports whether owner tracks any ref the entry serves.
@@ -103,29 +127,45 @@ func (e *entry[K]) notices(skip func(K) bool) []notice[K] {
 	return out
 }
 
-// newEntry builds, but does not start, the informer of ref. prev is the
-// failed entry it replaces, if any: what its owners were told carries over.
+// newEntry builds, but does not start, the informers of ref, one per label
+// selector. prev is the failed entry it replaces, if any: what its owners
+// were told carries over.
 func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
 	e := &entry[K]{
-		ref:   ref,
-		log:   r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
-		state: StatePending,
-		refs:  map[Ref]map[K]struct{}{},
+		ref:     ref,
+		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
+		clients: c,
+		state:   StatePending,
+		refs:    map[Ref]map[K]struct{}{},
 	}
 	if prev != nil && (prev.state == StateForbidden || prev.state == StateGone) {
 		e.lastFailure = prev.state
 		e.notified = owned(prev.notified)
 		e.attempts = prev.attempts
 	}
+	for _, sel := range r.selectors {
+		p, err := r.newPart(e, sel)
+		if err != nil {
+			return nil, err
+		}
+		e.parts = append(e.parts, p)
+	}
+	return e, nil
+}
 
+// newPart builds, but does not start, the informer of the entry's objects
+// that selector selects.
+func (r *Registry[K]) newPart(e *entry[K], selector string) (*part, error) {
+	ref, c := e.ref, e.clients
 	var tweak func(*metav1.ListOptions)
-	if r.selector != "" {
-		tweak = func(o *metav1.ListOptions) { o.LabelSelector = r.selector }
+	if selector != "" {
+		tweak = func(o *metav1.ListOptions) { o.LabelSelector = selector }
 	}
 	var indexers cache.Indexers
 	if ref.Namespace == "" {
 		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	}
+	p := &part{selector: selector}
 	// Resync 0: a resync re-delivers every cached object, which is exactly
 	// the storm the registry exists to avoid; the owners' own periodic
 	// reconcile is the safety net.
@@ -133,17 +173,17 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 		if c.md == nil {
 			return nil, errNoClient(ref, "metadata")
 		}
-		e.informer = metadatainformer.NewFilteredMetadataInformer(c.md, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
+		p.informer = metadatainformer.NewFilteredMetadataInformer(c.md, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
 	} else {
 		if c.dyn == nil {
 			return nil, errNoClient(ref, "dynamic")
 		}
-		e.informer = dynamicinformer.NewFilteredDynamicInformer(c.dyn, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
+		p.informer = dynamicinformer.NewFilteredDynamicInformer(c.dyn, ref.GVR, ref.Namespace, 0, indexers, tweak).Informer()
 	}
-	if err := e.informer.SetTransform(r.transformFor(e)); err != nil {
+	if err := p.informer.SetTransform(r.transformFor(e)); err != nil {
 		return nil, err
 	}
-	if err := e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+	if err := p.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
 		r.onWatchError(e, err)
 	}); err != nil {
 		return nil, err
@@ -152,32 +192,60 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 	if r.logInformers {
 		hopts.Logger = &e.log
 	}
-	reg, err := e.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, hopts)
+	reg, err := p.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, hopts)
 	if err != nil {
 		return nil, err
 	}
-	e.registration = reg
-	return e, nil
+	p.registration = reg
+	return p, nil
 }
 
-// startLocked runs the entry's informer under its own context, a child of
-// Start's, so that stopping one informer is cancelling one context.
+// startLocked runs the entry's informers under its own context, a child of
+// Start's, so that stopping one entry is cancelling one context.
 func (r *Registry[K]) startLocked(e *entry[K]) {
 	ctx := r.runCtx
 	if r.logInformers {
 		ctx = logr.NewContext(ctx, e.log)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	e.cancel = cancel
+	e.ctx, e.cancel = ctx, cancel
 	e.startedAt = r.clock.Now()
+	e.log.V(1).Info("Starting informer", "selectors", len(e.parts))
+	for _, p := range e.parts {
+		r.runPartLocked(e, p)
+	}
+}
+
+// runPartLocked runs one informer of a started entry.
+func (r *Registry[K]) runPartLocked(e *entry[K], p *part) {
 	r.stats.started.Add(1)
 	r.stats.running.Add(1)
-	e.log.V(1).Info("Starting informer")
+	ctx := e.ctx
 	r.informers.Go(func() {
-		e.informer.RunWithContext(ctx)
+		p.informer.RunWithContext(ctx)
 		r.stats.running.Add(-1)
 	})
-	r.informers.Go(func() { r.awaitSync(ctx, e) })
+	r.informers.Go(func() { r.awaitSync(ctx, e, p) })
+}
+
+// widenLocked adds an informer of selector's objects to a live entry. A
+// synced entry is Pending again until that informer has listed: until then
+// its cache lacks the objects of the wider scope, and a read would call
+// them absent.
+func (r *Registry[K]) widenLocked(e *entry[K], selector string) error {
+	p, err := r.newPart(e, selector)
+	if err != nil {
+		return err
+	}
+	e.parts = append(e.parts, p)
+	if e.state == StateSynced {
+		e.state = StatePending
+		e.startedAt = r.clock.Now()
+	}
+	if e.cancel != nil {
+		r.runPartLocked(e, p)
+	}
+	return nil
 }
 
 // stopLocked ends the entry: it delivers nothing more and its informer winds
@@ -197,24 +265,26 @@ func (e *entry[K]) stopLocked(st State, err error) {
 	}
 }
 
-// awaitSync marks the entry synced once the informer has listed and this
-// entry's handler has seen every listed object, then enqueues, once each,
-// the owners tracking the ref and the owners Map found in the list. The
-// trackers are included so that an owner whose Get returned ErrNotSynced is
-// always woken, even when none of its objects exist.
+// awaitSync marks the entry synced once all its informers have listed and
+// this entry's handler has seen every listed object, then enqueues, once
+// each, the owners tracking the ref and the owners Map found in the lists.
+// The trackers are included so that an owner whose Get returned
+// ErrNotSynced is always woken, even when none of its objects exist. It runs
+// once per informer, p; the last to list does the rest.
 //
 // A synced all-namespaces informer also takes over the namespaced refs of
 // its cluster and resource from their own informers, which then stop: one
 // cache instead of two. The owners of a namespaced informer that had not
 // synced yet are woken with the others.
-func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
+func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-e.registration.HasSyncedChecker().Done():
+	case <-p.registration.HasSyncedChecker().Done():
 	}
 	r.mu.Lock()
-	if r.entries[e.ref] != e || e.state != StatePending {
+	p.synced = true
+	if r.entries[e.ref] != e || e.state != StatePending || slices.ContainsFunc(e.parts, func(o *part) bool { return !o.synced }) {
 		r.mu.Unlock()
 		return
 	}
@@ -231,7 +301,7 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K]) {
 
 	e.initMu.Lock()
 	maps.Copy(keys, e.initKeys)
-	e.initKeys, e.initDone = nil, true
+	e.initKeys = nil
 	e.initMu.Unlock()
 
 	e.log.V(1).Info("Informer synced", "objects", e.objects.Load(), "owners", len(keys), "after", e.syncedAt.Sub(e.startedAt))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -396,6 +397,108 @@ func TestChangingTheLabelSelectorRestartsInformersInTheNewScope(t *testing.T) {
 		t.Fatalf("state after setting the same selector: %s", st)
 	}
 	_ = pos
+}
+
+func TestAddingALabelSelectorListsOnlyTheAddedScope(t *testing.T) {
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	for name, shard := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+		cm := configMap(ns, name, "owner-"+name, nil)
+		cm.Labels["shard"] = shard
+		createConfigMap(t, c.cs, cm)
+	}
+	rec := &recorder{}
+	one, two := selector+",shard in (1)", selector+",shard in (2)"
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: one})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "owner-a", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	started := r.Stats().Started
+
+	pos := rec.mark()
+	if err := r.SetLabelSelectors(one, two); err != nil {
+		t.Fatal(err)
+	}
+	// Pending until the added informer has listed: the cache lacks b.
+	if _, err := r.Get(ref, ns, "b"); err != nil && !errors.Is(err, watchregistry.ErrNotSynced) {
+		t.Fatalf("Get while the added informer lists: %v, want ErrNotSynced or b", err)
+	}
+	// The owner of the object listed, and the ref's tracker, are woken as
+	// after a first list; the tracker is not told to track again.
+	rec.waitAfter(t, pos, "owner-b woken by the added list", isType(watchregistry.EventInitialList, "owner-b"))
+	rec.waitAfter(t, pos, "owner-a woken once widened", isType(watchregistry.EventInitialList, "owner-a"))
+	if n := len(filterRecords(rec.since(pos), isType(watchregistry.EventStateChanged, "owner-a"))); n != 0 {
+		t.Fatalf("widening told the tracker to track again %d times:\n%s", n, rec.dump(pos))
+	}
+	waitState(t, r, ref, watchregistry.StateSynced)
+	for _, name := range []string{"a", "b"} {
+		if _, err := r.Get(ref, ns, name); err != nil {
+			t.Fatalf("Get %s after widening: %v", name, err)
+		}
+	}
+	if _, err := r.Get(ref, ns, "c"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object no selector selects: %v, want NotFound", err)
+	}
+	if s := r.Stats(); s.Started != started+1 || s.Running != 2 || s.CachedObjects != 2 {
+		t.Fatalf("after widening: started %d (want %d, the first informer kept), running %d (want 2), cached %d (want 2)",
+			s.Started, started+1, s.Running, s.CachedObjects)
+	}
+	// Both informers deliver events.
+	pos = rec.mark()
+	patchConfigMap(t, c.cs, ns, "a", `{"data":{"k":"1"}}`)
+	patchConfigMap(t, c.cs, ns, "b", `{"data":{"k":"1"}}`)
+	rec.waitAfter(t, pos, "a's update", isEvent(watchregistry.EventUpdated, "a"))
+	rec.waitAfter(t, pos, "b's update", isEvent(watchregistry.EventUpdated, "b"))
+
+	// An overlapping selector lists an object once more, but List returns
+	// it once.
+	if err := r.SetLabelSelectors(one, two, selector+",shard in (2,3)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitForSync(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.List(ref, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range got {
+		names = append(names, u.GetName())
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("List over overlapping selectors: %v, want [a b c]", names)
+	}
+
+	// Dropping a selector restarts every informer in the new scope.
+	pos = rec.mark()
+	if err := r.SetLabelSelectors(two); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitAfter(t, pos, "EventStateChanged after a selector was dropped", isType(watchregistry.EventStateChanged, "owner-a"))
+	track(t, r, "owner-a", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	if _, err := r.Get(ref, ns, "a"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object of the dropped selector: %v, want NotFound", err)
+	}
+	waitRunning(t, r, 1)
+	if err := r.SetLabelSelectors(); err == nil {
+		t.Fatal("no selector at all was accepted")
+	}
+	if err := watchregistry.CheckInvariants(r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// filterRecords returns the records that match pred.
+func filterRecords(recs []record, pred func(record) bool) []record {
+	var out []record
+	for _, rec := range recs {
+		if pred(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {

@@ -13,9 +13,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// indexer returns the cache serving a synced ref, and whether that cache
-// holds all namespaces, or the typed error saying why it cannot be read.
-func (r *Registry[K]) indexer(ref Ref) (idx cache.Indexer, allNamespaces bool, err error) {
+// indexers returns the caches serving a synced ref, one per label selector,
+// and whether they hold all namespaces, or the typed error saying why they
+// cannot be read.
+func (r *Registry[K]) indexers(ref Ref) (idx []cache.Indexer, allNamespaces bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.servingLocked(ref)
@@ -24,7 +25,7 @@ func (r *Registry[K]) indexer(ref Ref) (idx cache.Indexer, allNamespaces bool, e
 	}
 	switch e.state {
 	case StateSynced:
-		return e.informer.GetIndexer(), e.ref.Namespace == "", nil
+		return e.indexers(), e.ref.Namespace == "", nil
 	case StatePending:
 		return nil, false, fmt.Errorf("%s: %w", ref, ErrNotSynced)
 	default:
@@ -97,7 +98,7 @@ func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found 
 	if ref.Namespace != "" && namespace != ref.Namespace {
 		return nil, false, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
 	}
-	idx, _, err := r.indexer(ref)
+	idxs, _, err := r.indexers(ref)
 	if err != nil {
 		return nil, false, fmt.Errorf("get %s/%s: %w", namespace, name, err)
 	}
@@ -105,9 +106,15 @@ func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found 
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	obj, ok, err := idx.GetByKey(key)
-	if err != nil {
-		return nil, false, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
+	var obj any
+	ok := false
+	for _, idx := range idxs {
+		if obj, ok, err = idx.GetByKey(key); err != nil {
+			return nil, false, fmt.Errorf("get %s/%s from %s: %w", namespace, name, ref, err)
+		}
+		if ok {
+			break
+		}
 	}
 	if !ok {
 		return nil, false, nil
@@ -169,30 +176,38 @@ func (r *Registry[K]) matching(ref Ref, namespace string, selector labels.Select
 	if ref.Namespace != "" && namespace != "" && namespace != ref.Namespace {
 		return nil, fmt.Errorf("list in namespace %s: outside the scope of %s", namespace, ref)
 	}
-	idx, allNamespaces, err := r.indexer(ref)
+	idxs, allNamespaces, err := r.indexers(ref)
 	if err != nil {
 		return nil, fmt.Errorf("list in namespace %q: %w", namespace, err)
 	}
 	ns := cmp.Or(namespace, ref.Namespace)
-	var objs []any
-	if ns == "" || !allNamespaces {
-		objs = idx.List()
-	} else if objs, err = idx.ByIndex(cache.NamespaceIndex, ns); err != nil {
-		return nil, fmt.Errorf("list %s in namespace %s: %w", ref, ns, err)
-	}
-	matched := make([]*packed, 0, len(objs))
-	for _, o := range objs {
-		p, ok := o.(*packed)
-		if !ok || p.rejected {
-			continue
+	var matched []*packed
+	for _, idx := range idxs {
+		var objs []any
+		if ns == "" || !allNamespaces {
+			objs = idx.List()
+		} else if objs, err = idx.ByIndex(cache.NamespaceIndex, ns); err != nil {
+			return nil, fmt.Errorf("list %s in namespace %s: %w", ref, ns, err)
 		}
-		if selector == nil || selector.Matches(labels.Set(p.Labels)) {
-			matched = append(matched, p)
+		matched = slices.Grow(matched, len(objs))
+		for _, o := range objs {
+			p, ok := o.(*packed)
+			if !ok || p.rejected {
+				continue
+			}
+			if selector == nil || selector.Matches(labels.Set(p.Labels)) {
+				matched = append(matched, p)
+			}
 		}
 	}
-	slices.SortFunc(matched, func(a, b *packed) int {
+	byKey := func(a, b *packed) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	}
+	slices.SortFunc(matched, byKey)
+	if len(idxs) > 1 {
+		// Selectors that overlap cache an object twice; list it once.
+		matched = slices.CompactFunc(matched, func(a, b *packed) bool { return byKey(a, b) == 0 })
+	}
 	return matched, nil
 }
 

@@ -161,9 +161,11 @@ type Options[K comparable] struct {
 //
 // Registry implements prometheus.Collector.
 type Registry[K comparable] struct {
-	mapFn             func(Event) []K
-	enqueue           func(K, Event)
-	selector          string
+	mapFn   func(Event) []K
+	enqueue func(K, Event)
+	// selectors scope every informer: one informer per selector and ref.
+	// Guarded by mu.
+	selectors         []string
 	linger            time.Duration
 	expectationTTL    time.Duration
 	writeHold         time.Duration
@@ -240,7 +242,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	r := &Registry[K]{
 		mapFn:             opts.Map,
 		enqueue:           opts.Enqueue,
-		selector:          opts.LabelSelector,
+		selectors:         []string{opts.LabelSelector},
 		linger:            opts.Linger,
 		expectationTTL:    opts.ExpectationTTL,
 		writeHold:         opts.WriteHold,
@@ -533,28 +535,90 @@ func (r *Registry[K]) RemoveCluster(name string) {
 }
 
 // SetLabelSelector changes the label selector of every informer, as
-// Options.LabelSelector set it: the informers running stop, their refs turn
-// StateStopped and their owners receive EventStateChanged, so that they
-// Track again and get informers of the new scope (a replica of a sharded
-// operator whose share of the objects changed, for one). A selector equal
-// to the current one changes nothing.
+// Options.LabelSelector set it: SetLabelSelectors with one selector.
 func (r *Registry[K]) SetLabelSelector(selector string) error {
-	if _, err := labels.Parse(selector); err != nil {
-		return fmt.Errorf("watchregistry: label selector %q: %w", selector, err)
+	return r.SetLabelSelectors(selector)
+}
+
+// SetLabelSelectors scopes the informers to the objects that any of
+// selectors selects, with one informer per selector and ref; they should
+// select disjoint sets of objects, or an object two of them select has its
+// events delivered twice. Setting the current selectors changes nothing.
+//
+// Adding selectors to the current ones and removing none widens the scope
+// without a restart: the informers running keep their caches and go on
+// delivering events, and each ref gets an informer of every added selector.
+// Until those have listed, the ref is Pending again (reads fail with
+// ErrNotSynced, WaitForSync waits); then its owners, and the owners of the
+// objects listed, receive EventInitialList, as after a first list. A replica
+// of a sharded operator that gains buckets lists only theirs, that way.
+//
+// Any other change restarts every informer: the informers running stop,
+// their refs turn StateStopped and their owners receive EventStateChanged,
+// so that they Track again and get informers of the new scope (a replica
+// whose share of the objects shrank, for one).
+func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
+	if len(selectors) == 0 {
+		return errors.New("watchregistry: no label selector; \"\" selects every object")
+	}
+	var want []string
+	for _, sel := range selectors {
+		if _, err := labels.Parse(sel); err != nil {
+			return fmt.Errorf("watchregistry: label selector %q: %w", sel, err)
+		}
+		if !slices.Contains(want, sel) {
+			want = append(want, sel)
+		}
 	}
 	r.mu.Lock()
-	if r.selector == selector {
+	old := r.selectors
+	var added []string
+	for _, sel := range want {
+		if !slices.Contains(old, sel) {
+			added = append(added, sel)
+		}
+	}
+	if len(added) == 0 && len(want) == len(old) {
 		r.mu.Unlock()
 		return nil
 	}
-	r.selector = selector
-	var tell []notice[K]
-	for name := range r.clusters {
-		tell = append(tell, r.stopClusterLocked(name)...)
+	if len(want) != len(old)+len(added) {
+		r.selectors = want
+		var tell []notice[K]
+		for name := range r.clusters {
+			tell = append(tell, r.stopClusterLocked(name)...)
+		}
+		r.mu.Unlock()
+		r.log.V(1).Info("Label selectors changed; informers restarted", "selectors", want, "owners", len(tell))
+		r.tell(tell)
+		return nil
 	}
+	r.selectors = append(slices.Clip(old), added...)
+	var tell []notice[K]
+	for _, e := range r.entries {
+		if e.state.failed() {
+			// Replaced, with every selector, when tracked again.
+			continue
+		}
+		for _, sel := range added {
+			if err := r.widenLocked(e, sel); err != nil {
+				// Not expected: the clients that built the entry's first
+				// informer build the others. Should it happen, the entry
+				// stops and its owners track again, for a fresh one.
+				e.log.Error(err, "Cannot add an informer of the wider scope; stopping the ref's informers")
+				e.stopLocked(StateStopped, &StateError{Ref: e.ref, State: StateStopped, Err: err})
+				tell = append(tell, e.notices(nil)...)
+				if len(e.refs) == 0 {
+					delete(r.entries, e.ref)
+				}
+				break
+			}
+		}
+	}
+	r.changedLocked()
 	r.mu.Unlock()
-	r.log.V(1).Info("Label selector changed", "selector", selector, "owners", len(tell))
 	r.tell(tell)
+	r.log.V(1).Info("Label selectors added; informers widened", "added", added)
 	return nil
 }
 

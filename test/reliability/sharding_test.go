@@ -41,6 +41,22 @@ func waitMembers(t *testing.T, n int, ops ...*operator) {
 	}
 }
 
+// waitCached waits until the replicas cache want objects between them.
+func waitCached(t *testing.T, want int, ops ...*operator) {
+	t.Helper()
+	var got float64
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = 0
+		for _, op := range ops {
+			got += op.metric(ctx, "vidra_watchregistry_cached_objects", nil)
+		}
+		return got == float64(want), nil
+	})
+	if err != nil {
+		t.Fatalf("the replicas cache %.0f objects between them, want each of the %d once", got, want)
+	}
+}
+
 // Three replicas split the resources, each applying and caching only its
 // share; when one is SIGKILLed, the others serve its resources again within
 // the Lease duration and a second, and nothing is applied twice or lost.
@@ -106,6 +122,9 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 		t.Errorf("the killed replica's resources were served again after %s, want within the Lease duration + 1s (%s)", took, shardLease+time.Second)
 	}
 	waitMembers(t, 2, ops[0], ops[2])
+	// The survivors added the killed replica's buckets to their caches
+	// (listing only those): every object cached once between them.
+	waitCached(t, 4*shardResources, ops[0], ops[2])
 	assertNoOrphans(t, ns)
 	if n, err := converged(ctx, ns); err != nil || n != shardResources {
 		t.Errorf("%d of %d resources converged after the handoff (%v)", n, shardResources, err)
@@ -114,6 +133,7 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	// A replica that joins takes its share without a restart of the others.
 	d := startMember(t, ns, "member-d")
 	waitMembers(t, 3, ops[0], ops[2], d)
+	waitCached(t, 4*shardResources, ops[0], ops[2], d)
 	list, err := vidra.InfrahubV1alpha1().VidraResources(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
