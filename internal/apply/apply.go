@@ -194,34 +194,32 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	logger.V(3).Info("Reconciled", "objects", len(all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
 }
 
-// AllCached reports whether every object of pass's manifest is in a synced
-// cache of the local cluster with this resource's marks: what a look
+// AllCached reports whether every object of pass's inventory (what the
+// resource's last reconcile applied, status.managedResources) is in a
+// synced cache of the local cluster with this resource's marks: what a look
 // without a request can tell, and nothing of whether the objects are as
 // declared. A replica that takes on many resources at once (a rebalance, a
 // start) reconciles first those for which it is not so, so that an object
 // deleted while nobody served its resource is restored before thousands of
-// intact resources are verified. A manifest that does not parse, resolve
-// or map, or whose destination is another cluster, is never all cached.
-// pass.Target must be set.
+// intact resources are verified. The look reads the inventory rather than
+// the manifest: parsing thousands of manifests for it would cost as much as
+// the lists, and the answer only orders reconciles (the caller checks that
+// the inventory is of the resource's current generation). An empty
+// inventory, a kind that does not map, or a destination on another cluster
+// is never all cached. pass.Target must be set.
 func (e *Engine) AllCached(ctx context.Context, pass *Pass) bool {
 	vr := pass.VR
-	if pass.Target == nil || pass.Target.Cluster != destination.LocalCluster {
+	if pass.Target == nil || pass.Target.Cluster != destination.LocalCluster || len(pass.Inventory) == 0 {
 		return false
 	}
-	objs, perrs := e.parsed.parse(pass.key, vr)
-	if len(perrs) > 0 {
-		return false
-	}
-	resolved, rerrs := manifest.Resolve(objs, DefaultNamespace(vr), pass.Target.Mapper.Namespaced)
-	if len(rerrs) > 0 {
-		return false
-	}
-	var all []*planned
-	for _, o := range resolved {
-		if policyOf(o.Object).ignored {
-			continue
-		}
-		all = append(all, &planned{obj: o.Object})
+	all := make([]*planned, 0, len(pass.Inventory))
+	for _, m := range pass.Inventory {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(m.APIVersion)
+		u.SetKind(m.Kind)
+		u.SetNamespace(m.Namespace)
+		u.SetName(m.Name)
+		all = append(all, &planned{obj: u})
 	}
 	e.mapAll(pass, all, false)
 	if len(mapped(all)) < len(all) {
