@@ -33,6 +33,10 @@ const (
 // (driftPolicy Report) or recorded with its correction. live nil means the
 // object was deleted. hand are live's hand edits, without ignored fields.
 func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now time.Time) v1alpha1.DriftRecord {
+	// Whole seconds, as the status keeps them: the record the engine
+	// remembers must equal its round trip through the API server, or the
+	// next reconcile would find the status changed and write it again.
+	now = now.Truncate(time.Second)
 	r := v1alpha1.DriftRecord{APIVersion: p.obj.GetAPIVersion(), Kind: p.obj.GetKind(), Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()}
 	if live == nil {
 		r.Deleted, r.Time = true, metav1.NewTime(now)

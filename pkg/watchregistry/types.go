@@ -252,7 +252,8 @@ type RefSnapshot struct {
 	// LastError is the StateError of a failed informer, nil otherwise.
 	LastError error
 	// StartedAt and SyncedAt are when the informer started and completed its
-	// initial list; zero until then.
+	// initial list, zero until then; after SetLabelSelectors widened the
+	// scope, when the informers of the added selectors started and listed.
 	StartedAt, SyncedAt time.Time
 	// NextRetry is when a failed informer is retried (Options.RetryFailed);
 	// zero when no retry is scheduled.
