@@ -19,7 +19,7 @@ import (
 
 // TestConcurrentTrackForgetAndLingerExpiryStayConsistent hammers Track and
 // Forget from several goroutines, and from inside Map, while a 2ms linger
-// keeps expiring informers and objects keep changing. Under -race it proves
+// keeps expiring informers, the scope widens and objects keep changing. Under -race it proves
 // the locking; the invariant checks prove that a ref an owner holds always
 // has a live informer, never a stopped one; and the deadline proves that
 // nothing deadlocks.
@@ -121,6 +121,26 @@ func TestConcurrentTrackForgetAndLingerExpiryStayConsistent(t *testing.T) {
 			runtime.Gosched()
 		}
 	})
+	// The scope widens now and then: every entry, live, lingering or being
+	// stopped, gets an informer more, and owners' refs are Pending again
+	// (never Stopped) until it lists.
+	var widened atomic.Int64
+	wg.Go(func() {
+		sels := []string{selector}
+		for i := range 5 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			sels = append(sels, fmt.Sprintf("%s,widened in (w%d)", selector, i))
+			if err := r.SetLabelSelectors(sels...); err != nil {
+				t.Errorf("SetLabelSelectors: %v", err)
+				return
+			}
+			widened.Add(1)
+		}
+	})
 	// Events, so that Map runs concurrently with everything else.
 	wg.Go(func() {
 		for i := 0; ctx.Err() == nil && i < 60; i++ {
@@ -150,6 +170,9 @@ func TestConcurrentTrackForgetAndLingerExpiryStayConsistent(t *testing.T) {
 	}
 	if err := watchregistry.CheckInvariants(r); err != nil {
 		t.Fatal(err)
+	}
+	if widened.Load() != 5 {
+		t.Fatalf("the scope widened %d times, want 5", widened.Load())
 	}
 	if mapCalls.Load() == 0 || mapForgets.Load() == 0 {
 		t.Fatalf("Map ran %d times with %d Forgets; the test did not exercise Forget from Map", mapCalls.Load(), mapForgets.Load())

@@ -290,6 +290,8 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part) {
 	}
 	e.state = StateSynced
 	e.syncedAt = r.clock.Now()
+	// A wider scope sets them again: read them here, under the lock.
+	took := e.syncedAt.Sub(e.startedAt)
 	e.lastFailure, e.notified, e.attempts = "", nil, 0
 	keys := e.ownerSet()
 	if e.ref.Namespace == "" {
@@ -297,14 +299,14 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part) {
 	}
 	r.changedLocked()
 	r.mu.Unlock()
-	r.metrics.syncDuration.Observe(e.syncedAt.Sub(e.startedAt).Seconds())
+	r.metrics.syncDuration.Observe(took.Seconds())
 
 	e.initMu.Lock()
 	maps.Copy(keys, e.initKeys)
 	e.initKeys = nil
 	e.initMu.Unlock()
 
-	e.log.V(1).Info("Informer synced", "objects", e.objects.Load(), "owners", len(keys), "after", e.syncedAt.Sub(e.startedAt))
+	e.log.V(1).Info("Informer synced", "objects", e.objects.Load(), "owners", len(keys), "after", took)
 	ev := Event{Ref: e.ref, Type: EventInitialList}
 	for k := range keys {
 		if e.stopped.Load() {
