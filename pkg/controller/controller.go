@@ -569,7 +569,7 @@ func (c *Controller) shareSelectors(buckets []int) []string {
 
 // putOff puts off, once, the reconcile of a key that a rebalance or a
 // start (new informers' first lists) queued along with every other, when a
-// look at the caches finds every object of its manifest there: the key goes
+// look at the caches finds every object of its inventory there: the key goes
 // to the back of the queue, behind the others, so that the resources with
 // an object missing (deleted while no replica served them, or while the
 // operator was down) are restored before thousands of intact ones are
