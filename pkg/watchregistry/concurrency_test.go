@@ -123,7 +123,8 @@ func TestConcurrentTrackForgetAndLingerExpiryStayConsistent(t *testing.T) {
 	})
 	// The scope widens now and then: every entry, live, lingering or being
 	// stopped, gets an informer more, and owners' refs are Pending again
-	// (never Stopped) until it lists.
+	// (never Stopped) until it lists. Every other time the added selector
+	// was prepared first, with a spare that the next Prepare stops.
 	var widened atomic.Int64
 	wg.Go(func() {
 		sels := []string{selector}
@@ -133,7 +134,15 @@ func TestConcurrentTrackForgetAndLingerExpiryStayConsistent(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			sels = append(sels, fmt.Sprintf("%s,widened in (w%d)", selector, i))
+			next := fmt.Sprintf("%s,widened in (w%d)", selector, i)
+			if i%2 == 0 {
+				if err := r.Prepare(next, fmt.Sprintf("%s,widened in (spare%d)", selector, i)); err != nil {
+					t.Errorf("Prepare: %v", err)
+					return
+				}
+				runtime.Gosched()
+			}
+			sels = append(sels, next)
 			if err := r.SetLabelSelectors(sels...); err != nil {
 				t.Errorf("SetLabelSelectors: %v", err)
 				return

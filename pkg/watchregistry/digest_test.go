@@ -138,7 +138,7 @@ func TestUpdatesAndTheWakeDigest(t *testing.T) {
 			if tc.ownWrite {
 				r.exp.expectWrite(keyOf(ref, "ns", "a"), n.ResourceVersion, time.Now().Add(time.Minute))
 			}
-			h := &handler[string]{r: r, e: &entry[string]{ref: ref, log: logr.Discard()}}
+			h := &handler[string]{r: r, e: &entry[string]{ref: ref, log: logr.Discard()}, p: &part[string]{}}
 			h.OnUpdate(o, n)
 
 			s := r.Stats()

@@ -80,7 +80,8 @@
 // Every informer is scoped by Options.LabelSelector, so only managed objects
 // are cached. SetLabelSelectors changes the scope at run time; adding
 // selectors adds an informer per selector and ref, and lists only the
-// objects they add. By default each object is trimmed before caching by
+// objects they add; Prepare lists them ahead, out of sight until
+// SetLabelSelectors adds them. By default each object is trimmed before caching by
 // DropManagedFields (metadata.managedFields and kubectl's last-applied
 // annotation); KeepManagedFieldsOf keeps the entries of chosen field
 // managers, AsServed keeps everything. Options.MetadataOnly caches only apiVersion, kind and metadata.

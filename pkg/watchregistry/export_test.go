@@ -1,6 +1,10 @@
 package watchregistry
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // CheckInvariants exposes the registry's bookkeeping check to the external
 // tests.
@@ -65,6 +69,41 @@ func (r *Registry[K]) checkInvariants() error {
 			if !e.state.failed() && r.runCtx != nil && !r.closed && (e.cancel == nil || p.informer.IsStopped()) {
 				return fmt.Errorf("entry %s is in state %s but its informer of %q is not running", e.ref, e.state, p.selector)
 			}
+			if e.state.failed() {
+				continue
+			}
+			scope := r.selectors
+			if p.prepared.Load() {
+				scope = r.prepared
+			}
+			if !slices.Contains(scope, p.selector) || p.dropped.Load() {
+				return fmt.Errorf("entry %s runs an informer of %q (prepared %t, dropped %t), which is neither a selector %q nor a prepared one %q",
+					e.ref, p.selector, p.prepared.Load(), p.dropped.Load(), r.selectors, r.prepared)
+			}
+		}
+	}
+	for _, sel := range r.prepared {
+		if slices.Contains(r.selectors, sel) {
+			return fmt.Errorf("selector %q is both in the scope and prepared", sel)
+		}
+	}
+	return nil
+}
+
+// PreparedOwners returns the owners the prepared informer of selector for
+// ref has noted to wake, once it joins the scope.
+func PreparedOwners[K comparable](r *Registry[K], ref Ref, selector string) []K {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[ref]
+	if e == nil {
+		return nil
+	}
+	e.initMu.Lock()
+	defer e.initMu.Unlock()
+	for _, p := range e.parts {
+		if p.selector == selector && p.prepared.Load() {
+			return slices.Collect(maps.Keys(p.wake))
 		}
 	}
 	return nil

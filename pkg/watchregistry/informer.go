@@ -29,9 +29,11 @@ type entry[K comparable] struct {
 	ref     Ref
 	log     logr.Logger
 	clients *clusterClients
-	// parts holds the entry's informers, one per selector. Appended to under
-	// Registry.mu; never shrinks.
-	parts []*part
+	// parts holds the entry's informers, one per selector, those of the
+	// prepared selectors (Registry.Prepare) included. Changed under
+	// Registry.mu: a widened scope appends, and a prepared informer that
+	// is no longer wanted is taken out.
+	parts []*part[K]
 	// ctx is the context the informers run under, nil until started.
 	ctx context.Context
 
@@ -74,21 +76,41 @@ type entry[K comparable] struct {
 }
 
 // part is one informer of an entry: the objects of one label selector.
-type part struct {
+type part[K comparable] struct {
 	selector     string
 	informer     cache.SharedIndexInformer
 	registration cache.ResourceEventHandlerRegistration
-	synced       bool // guarded by Registry.mu
+	synced       bool               // guarded by Registry.mu
+	cancel       context.CancelFunc // nil until running; guarded by Registry.mu
+
+	// prepared is set while the part's selector is only prepared: its
+	// informer lists and watches, but reads do not see its cache and its
+	// events are not delivered; wake collects the owners of the objects
+	// it saw meanwhile, to be woken when the selector joins the scope.
+	// Both change under entry.initMu (prepared under Registry.mu too); the
+	// handler reads prepared without Registry.mu.
+	prepared atomic.Bool
+	wake     map[K]struct{}
+	// dropped is set once a prepared part is no longer wanted: its
+	// informer winds down and its handler ignores what it still sees.
+	dropped atomic.Bool
 }
 
-// indexers returns the caches of the entry's informers; called under
-// Registry.mu.
+// indexers returns the caches of the entry's informers of the scope, not
+// those of prepared selectors; called under Registry.mu.
 func (e *entry[K]) indexers() []cache.Indexer {
-	out := make([]cache.Indexer, len(e.parts))
-	for i, p := range e.parts {
-		out[i] = p.informer.GetIndexer()
+	out := make([]cache.Indexer, 0, len(e.parts))
+	for _, p := range e.parts {
+		if !p.prepared.Load() {
+			out = append(out, p.informer.GetIndexer())
+		}
 	}
 	return out
+}
+
+// listing reports whether an informer of the scope has not listed yet.
+func (e *entry[K]) listing() bool {
+	return slices.ContainsFunc(e.parts, func(p *part[K]) bool { return !p.synced && !p.prepared.Load() })
 }
 
 // hasOwner reports whether owner tracks any ref the entry serves.
@@ -150,12 +172,20 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 		}
 		e.parts = append(e.parts, p)
 	}
+	for _, sel := range r.prepared {
+		p, err := r.newPart(e, sel)
+		if err != nil {
+			return nil, err
+		}
+		p.prepared.Store(true)
+		e.parts = append(e.parts, p)
+	}
 	return e, nil
 }
 
 // newPart builds, but does not start, the informer of the entry's objects
 // that selector selects.
-func (r *Registry[K]) newPart(e *entry[K], selector string) (*part, error) {
+func (r *Registry[K]) newPart(e *entry[K], selector string) (*part[K], error) {
 	ref, c := e.ref, e.clients
 	var tweak func(*metav1.ListOptions)
 	if selector != "" {
@@ -165,7 +195,7 @@ func (r *Registry[K]) newPart(e *entry[K], selector string) (*part, error) {
 	if ref.Namespace == "" {
 		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	}
-	p := &part{selector: selector}
+	p := &part[K]{selector: selector}
 	// Resync 0: a resync re-delivers every cached object, which is exactly
 	// the storm the registry exists to avoid; the owners' own periodic
 	// reconcile is the safety net.
@@ -192,7 +222,7 @@ func (r *Registry[K]) newPart(e *entry[K], selector string) (*part, error) {
 	if r.logInformers {
 		hopts.Logger = &e.log
 	}
-	reg, err := p.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e}, hopts)
+	reg, err := p.informer.AddEventHandlerWithOptions(&handler[K]{r: r, e: e, p: p}, hopts)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +246,13 @@ func (r *Registry[K]) startLocked(e *entry[K]) {
 	}
 }
 
-// runPartLocked runs one informer of a started entry.
-func (r *Registry[K]) runPartLocked(e *entry[K], p *part) {
+// runPartLocked runs one informer of a started entry, under a context of
+// its own, so that a prepared informer no longer wanted stops alone.
+func (r *Registry[K]) runPartLocked(e *entry[K], p *part[K]) {
 	r.stats.started.Add(1)
 	r.stats.running.Add(1)
-	ctx := e.ctx
+	ctx, cancel := context.WithCancel(e.ctx)
+	p.cancel = cancel
 	r.informers.Go(func() {
 		p.informer.RunWithContext(ctx)
 		r.stats.running.Add(-1)
@@ -244,6 +276,65 @@ func (r *Registry[K]) widenLocked(e *entry[K], selector string) error {
 	}
 	if e.cancel != nil {
 		r.runPartLocked(e, p)
+	}
+	return nil
+}
+
+// promoteLocked brings a prepared informer of the entry into the scope and
+// returns the owners to wake. One that has listed joins at once, without
+// making the entry Pending, and the owners of the objects it saw are woken
+// as after a list; one still listing makes the entry Pending until it has,
+// as a widened scope does.
+func (r *Registry[K]) promoteLocked(e *entry[K], p *part[K]) []K {
+	e.initMu.Lock()
+	p.prepared.Store(false)
+	wake := p.wake
+	p.wake = nil
+	if !p.synced {
+		if e.initKeys == nil {
+			e.initKeys = make(map[K]struct{}, len(wake))
+		}
+		maps.Copy(e.initKeys, wake)
+		wake = nil
+	}
+	e.initMu.Unlock()
+	// The handler counts the objects it sees from now on; those cached
+	// before count here. An event in flight across the two may be counted
+	// twice: the figure is a gauge.
+	e.objects.Add(int64(len(p.informer.GetStore().ListKeys())))
+	if !p.synced && e.state == StateSynced {
+		e.state = StatePending
+		e.startedAt = r.clock.Now()
+	}
+	return slices.Collect(maps.Keys(wake))
+}
+
+// prepareLocked makes the entry's prepared informers those of selectors:
+// it stops the ones no longer wanted and starts the missing ones.
+func (r *Registry[K]) prepareLocked(e *entry[K], selectors []string) error {
+	e.parts = slices.DeleteFunc(e.parts, func(p *part[K]) bool {
+		if !p.prepared.Load() || slices.Contains(selectors, p.selector) {
+			return false
+		}
+		p.dropped.Store(true)
+		if p.cancel != nil {
+			p.cancel()
+		}
+		return true
+	})
+	for _, sel := range selectors {
+		if slices.ContainsFunc(e.parts, func(p *part[K]) bool { return p.selector == sel }) {
+			continue
+		}
+		p, err := r.newPart(e, sel)
+		if err != nil {
+			return err
+		}
+		p.prepared.Store(true)
+		e.parts = append(e.parts, p)
+		if e.cancel != nil {
+			r.runPartLocked(e, p)
+		}
 	}
 	return nil
 }
@@ -276,7 +367,7 @@ func (e *entry[K]) stopLocked(st State, err error) {
 // its cluster and resource from their own informers, which then stop: one
 // cache instead of two. The owners of a namespaced informer that had not
 // synced yet are woken with the others.
-func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part) {
+func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part[K]) {
 	select {
 	case <-ctx.Done():
 		return
@@ -284,7 +375,19 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part) {
 	}
 	r.mu.Lock()
 	p.synced = true
-	if r.entries[e.ref] != e || e.state != StatePending || slices.ContainsFunc(e.parts, func(o *part) bool { return !o.synced }) {
+	if p.prepared.Load() {
+		r.mu.Unlock()
+		e.log.V(1).Info("Informer of a prepared selector synced", "selector", p.selector)
+		return
+	}
+	r.syncedLocked(e)
+}
+
+// syncedLocked marks a pending entry whose informers of the scope have all
+// listed synced, and wakes its owners (see awaitSync). It unlocks
+// Registry.mu.
+func (r *Registry[K]) syncedLocked(e *entry[K]) {
+	if r.entries[e.ref] != e || e.state != StatePending || e.listing() {
 		r.mu.Unlock()
 		return
 	}
@@ -468,11 +571,47 @@ func (r *Registry[K]) kindOf(e *entry[K]) string {
 type handler[K comparable] struct {
 	r *Registry[K]
 	e *entry[K]
+	p *part[K]
+}
+
+// aside reports whether the part's event is not for delivery: one of a
+// prepared selector, whose owners it notes to wake once the selector joins
+// the scope, or one of a prepared informer no longer wanted.
+func (h *handler[K]) aside(obj any) bool {
+	p := h.p
+	if p.dropped.Load() {
+		return true
+	}
+	if !p.prepared.Load() {
+		return false
+	}
+	var keys []K
+	if pk, ok := obj.(*packed); ok && !pk.rejected {
+		if u, ok := h.e.unpack(pk); ok {
+			// Map is the owners' code, which may call the registry: never
+			// under initMu.
+			keys = h.r.mapFn(Event{Ref: h.e.ref, Type: EventInitialList, Object: u})
+		}
+	}
+	e := h.e
+	e.initMu.Lock()
+	defer e.initMu.Unlock()
+	if !p.prepared.Load() {
+		// Joined the scope meanwhile: delivered as any other event.
+		return false
+	}
+	if len(keys) > 0 && p.wake == nil {
+		p.wake = map[K]struct{}{}
+	}
+	for _, k := range keys {
+		p.wake[k] = struct{}{}
+	}
+	return true
 }
 
 func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 	p, ok := obj.(*packed)
-	if !ok {
+	if !ok || h.aside(obj) {
 		return
 	}
 	r, e := h.r, h.e
@@ -551,7 +690,7 @@ func (e *entry[K]) collectInitial(r *Registry[K], p *packed) {
 func (h *handler[K]) OnUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(*packed)
 	n, ok2 := newObj.(*packed)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || h.aside(newObj) {
 		return
 	}
 	r := h.r
@@ -635,7 +774,7 @@ func (h *handler[K]) OnDelete(obj any) {
 		obj, tombstone = t.Obj, true
 	}
 	p, ok := obj.(*packed)
-	if !ok {
+	if !ok || h.aside(obj) {
 		return
 	}
 	r, e := h.r, h.e

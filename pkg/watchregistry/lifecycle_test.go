@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
@@ -400,20 +401,9 @@ func TestChangingTheLabelSelectorRestartsInformersInTheNewScope(t *testing.T) {
 }
 
 func TestAddingALabelSelectorListsOnlyTheAddedScope(t *testing.T) {
-	c := newClients(t, env.Config)
-	ns := newNamespace(t, c.cs)
-	for name, shard := range map[string]string{"a": "1", "b": "2", "c": "3"} {
-		cm := configMap(ns, name, "owner-"+name, nil)
-		cm.Labels["shard"] = shard
-		createConfigMap(t, c.cs, cm)
-	}
-	rec := &recorder{}
-	one, two := selector+",shard in (1)", selector+",shard in (2)"
-	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: one})
-	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
-	track(t, r, "owner-a", ref)
-	waitState(t, r, ref, watchregistry.StateSynced)
+	c, ns, rec, r, ref := startOnShardOne(t)
 	started := r.Stats().Started
+	one, two := selector+",shard in (1)", selector+",shard in (2)"
 
 	pos := rec.mark()
 	if err := r.SetLabelSelectors(one, two); err != nil {
@@ -589,4 +579,135 @@ func (l *logSink) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
+}
+
+func TestPreparedSelectorJoinsTheScopeListed(t *testing.T) {
+	c, ns, rec, r, ref := startOnShardOne(t)
+	started := r.Stats().Started
+	one, two, three := selector+",shard in (1)", selector+",shard in (2)", selector+",shard in (3)"
+
+	pos := rec.mark()
+	if err := r.Prepare(two, three, one); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, r, 3)
+	if s := r.Stats(); s.Started != started+2 || s.CachedObjects != 1 {
+		t.Fatalf("after Prepare: started %d (want %d: one per prepared selector, not the scope's again), cached %d (want 1)",
+			s.Started, started+2, s.CachedObjects)
+	}
+	// The scope is as it was: the ref stays Synced and reads do not see
+	// what the prepared informers cache.
+	if st := r.State(ref); st != watchregistry.StateSynced {
+		t.Fatalf("state while selectors are prepared: %s, want Synced", st)
+	}
+	if _, err := r.Get(ref, ns, "b"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object only a prepared selector selects: %v, want NotFound", err)
+	}
+	// Their events are not delivered. The barrier: a create the prepared
+	// informer saw after the update (one watch, in order).
+	patchConfigMap(t, c.cs, ns, "b", `{"data":{"k":"1"}}`)
+	d := configMap(ns, "d", "owner-d", nil)
+	d.Labels["shard"] = "2"
+	createConfigMap(t, c.cs, d)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		return slices.Contains(watchregistry.PreparedOwners(r, ref, two), "owner-d"), nil
+	})
+	if err != nil {
+		t.Fatalf("the prepared informer did not note d's owner: %v", err)
+	}
+	if got := rec.since(pos); len(got) != 0 {
+		t.Fatalf("events delivered while only prepared:\n%s", rec.dump(pos))
+	}
+
+	// Adding a prepared selector that has listed: the scope widens at once,
+	// without turning Pending, and no new informer; the owners of what it
+	// saw are woken, the trackers are not.
+	if err := r.SetLabelSelectors(one, two); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.State(ref); st != watchregistry.StateSynced {
+		t.Fatalf("state once a listed prepared selector joined: %s, want Synced", st)
+	}
+	for _, name := range []string{"a", "b", "d"} {
+		if _, err := r.Get(ref, ns, name); err != nil {
+			t.Fatalf("Get %s once the prepared selector joined: %v", name, err)
+		}
+	}
+	rec.waitAfter(t, pos, "owner-b woken", isType(watchregistry.EventInitialList, "owner-b"))
+	rec.waitAfter(t, pos, "owner-d woken", isType(watchregistry.EventInitialList, "owner-d"))
+	if s := r.Stats(); s.Started != started+2 || s.CachedObjects != 3 {
+		t.Fatalf("after the prepared selector joined: started %d (want %d), cached %d (want 3)", s.Started, started+2, s.CachedObjects)
+	}
+	// It delivers events now.
+	patchConfigMap(t, c.cs, ns, "b", `{"data":{"k":"2"}}`)
+	rec.waitAfter(t, pos, "b's update once in the scope", isEvent(watchregistry.EventUpdated, "b"))
+	if n := len(filterRecords(rec.since(pos), isType(watchregistry.EventInitialList, "owner-a"))); n != 0 {
+		t.Fatalf("the tracker was woken %d times by a selector that joined listed:\n%s", n, rec.dump(pos))
+	}
+	if err := watchregistry.CheckInvariants(r); err != nil {
+		t.Fatal(err)
+	}
+
+	// Prepare() stops the prepared informer no selector took, alone.
+	if err := r.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, r, 2)
+	if st := r.State(ref); st != watchregistry.StateSynced {
+		t.Fatalf("state once the prepared informers stopped: %s", st)
+	}
+	if _, err := r.Get(ref, ns, "c"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an object of a dropped prepared selector: %v, want NotFound", err)
+	}
+
+	// A selector prepared just before it joins (listed or not: a prepared
+	// informer still listing makes the ref Pending until it has, as when
+	// widened), and a ref tracked while a selector is prepared, which gets
+	// an informer of it too.
+	if err := r.Prepare(three); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, r, 3)
+	pos = rec.mark()
+	if err := r.SetLabelSelectors(one, two, three); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitForSync(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ref, ns, "c"); err != nil {
+		t.Fatalf("Get c once its selector joined: %v", err)
+	}
+	rec.waitAfter(t, pos, "owner-c woken", isType(watchregistry.EventInitialList, "owner-c"))
+	secrets := watchregistry.Ref{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: ns}
+	if err := r.Prepare(selector + ",shard in (4)"); err != nil {
+		t.Fatal(err)
+	}
+	track(t, r, "owner-a", ref, secrets)
+	waitState(t, r, secrets, watchregistry.StateSynced)
+	waitRunning(t, r, 8) // two refs: three selectors and one prepared each
+	if err := watchregistry.CheckInvariants(r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startOnShardOne creates, in a new namespace, ConfigMaps a, b and c of
+// owner-a, owner-b and owner-c, labelled shard 1, 2 and 3, and starts a
+// registry of the shard 1 selector, with owner-a tracking the namespace's
+// ConfigMaps, synced.
+func startOnShardOne(t *testing.T) (clients, string, *recorder, *watchregistry.Registry[string], watchregistry.Ref) {
+	t.Helper()
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	for name, shard := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+		cm := configMap(ns, name, "owner-"+name, nil)
+		cm.Labels["shard"] = shard
+		createConfigMap(t, c.cs, cm)
+	}
+	rec := &recorder{}
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: selector + ",shard in (1)"})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "owner-a", ref)
+	waitState(t, r, ref, watchregistry.StateSynced)
+	return c, ns, rec, r, ref
 }

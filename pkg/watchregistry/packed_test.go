@@ -125,7 +125,7 @@ func TestDeleteOfATombstoneDeliversTheLastKnownObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &handler[string]{r: r, e: &entry[string]{ref: ref, log: logr.Discard()}}
+	h := &handler[string]{r: r, e: &entry[string]{ref: ref, log: logr.Discard()}, p: &part[string]{}}
 	const last = `{"metadata":{"name":"a","namespace":"ns","resourceVersion":"9","labels":{"owner":"o"}},"data":{"k":"v"}}`
 	// A tombstone holds what the cache held: a packed object.
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: packJSON(t, last)})

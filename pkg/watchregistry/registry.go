@@ -163,9 +163,11 @@ type Options[K comparable] struct {
 type Registry[K comparable] struct {
 	mapFn   func(Event) []K
 	enqueue func(K, Event)
-	// selectors scope every informer: one informer per selector and ref.
+	// selectors scope every informer: one informer per selector and ref;
+	// prepared are the selectors of Prepare, none of them in selectors.
 	// Guarded by mu.
 	selectors         []string
+	prepared          []string
 	linger            time.Duration
 	expectationTTL    time.Duration
 	writeHold         time.Duration
@@ -551,7 +553,10 @@ func (r *Registry[K]) SetLabelSelector(selector string) error {
 // Until those have listed, the ref is Pending again (reads fail with
 // ErrNotSynced, WaitForSync waits); then its owners, and the owners of the
 // objects listed, receive EventInitialList, as after a first list. A replica
-// of a sharded operator that gains buckets lists only theirs, that way.
+// of a sharded operator that gains buckets lists only theirs, that way. An
+// added selector that was prepared (see Prepare) brings its informers along
+// instead: those that have listed join at once, and the ref stays Synced;
+// the owners of the objects they saw receive EventInitialList.
 //
 // Any other change restarts every informer: the informers running stop,
 // their refs turn StateStopped and their owners receive EventStateChanged,
@@ -561,14 +566,9 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 	if len(selectors) == 0 {
 		return errors.New("watchregistry: no label selector; \"\" selects every object")
 	}
-	var want []string
-	for _, sel := range selectors {
-		if _, err := labels.Parse(sel); err != nil {
-			return fmt.Errorf("watchregistry: label selector %q: %w", sel, err)
-		}
-		if !slices.Contains(want, sel) {
-			want = append(want, sel)
-		}
+	want, err := parseSelectors(selectors)
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
 	old := r.selectors
@@ -582,6 +582,7 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 		r.mu.Unlock()
 		return nil
 	}
+	r.prepared = slices.DeleteFunc(slices.Clone(r.prepared), func(sel string) bool { return slices.Contains(want, sel) })
 	if len(want) != len(old)+len(added) {
 		r.selectors = want
 		var tell []notice[K]
@@ -595,22 +596,19 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 	}
 	r.selectors = append(slices.Clip(old), added...)
 	var tell []notice[K]
+	wake := map[*entry[K]][]K{}
 	for _, e := range r.entries {
 		if e.state.failed() {
 			// Replaced, with every selector, when tracked again.
 			continue
 		}
 		for _, sel := range added {
+			if i := slices.IndexFunc(e.parts, func(p *part[K]) bool { return p.selector == sel }); i >= 0 {
+				wake[e] = append(wake[e], r.promoteLocked(e, e.parts[i])...)
+				continue
+			}
 			if err := r.widenLocked(e, sel); err != nil {
-				// Not expected: the clients that built the entry's first
-				// informer build the others. Should it happen, the entry
-				// stops and its owners track again, for a fresh one.
-				e.log.Error(err, "Cannot add an informer of the wider scope; stopping the ref's informers")
-				e.stopLocked(StateStopped, &StateError{Ref: e.ref, State: StateStopped, Err: err})
-				tell = append(tell, e.notices(nil)...)
-				if len(e.refs) == 0 {
-					delete(r.entries, e.ref)
-				}
+				tell = append(tell, r.failPartLocked(e, err)...)
 				break
 			}
 		}
@@ -618,8 +616,86 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 	r.changedLocked()
 	r.mu.Unlock()
 	r.tell(tell)
+	for e, keys := range wake {
+		ev := Event{Ref: e.ref, Type: EventInitialList}
+		for _, k := range keys {
+			if e.stopped.Load() {
+				break
+			}
+			r.enqueue(k, ev)
+			r.stats.delivered[eventTypeIndex(EventInitialList)].Add(1)
+		}
+	}
 	r.log.V(1).Info("Label selectors added; informers widened", "added", added)
 	return nil
+}
+
+// Prepare starts, for every ref, an informer of each of selectors that is
+// not in the scope yet, so that a SetLabelSelectors adding it later finds
+// its list done. A prepared informer lists and watches, but is not part of
+// the scope until then: reads do not see its cache, its events are not
+// delivered (the owners of the objects it saw are woken when it joins), and
+// the ref's state does not wait for it. A sharded operator prepares the
+// buckets it would gain should a member that stopped renewing its Lease be
+// gone, so that taking them over does not wait for their lists.
+//
+// Prepare replaces the prepared selectors: the informers of those it no
+// longer names stop, and Prepare() stops them all. Selectors already in the
+// scope are left as they are. Refs tracked later get informers of the
+// prepared selectors too.
+func (r *Registry[K]) Prepare(selectors ...string) error {
+	want, err := parseSelectors(selectors)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	want = slices.DeleteFunc(want, func(sel string) bool { return slices.Contains(r.selectors, sel) })
+	if slices.Equal(want, r.prepared) {
+		r.mu.Unlock()
+		return nil
+	}
+	r.prepared = want
+	var tell []notice[K]
+	for _, e := range r.entries {
+		if e.state.failed() {
+			continue
+		}
+		if err := r.prepareLocked(e, want); err != nil {
+			tell = append(tell, r.failPartLocked(e, err)...)
+		}
+	}
+	r.changedLocked()
+	r.mu.Unlock()
+	r.tell(tell)
+	r.log.V(1).Info("Label selectors prepared", "prepared", want)
+	return nil
+}
+
+// failPartLocked stops an entry that could not get an informer of a
+// selector, and returns its owners to tell. Not expected: the clients that
+// built the entry's first informer build the others. Should it happen, the
+// owners track again, for a fresh entry.
+func (r *Registry[K]) failPartLocked(e *entry[K], err error) []notice[K] {
+	e.log.Error(err, "Cannot add an informer of a label selector; stopping the ref's informers")
+	e.stopLocked(StateStopped, &StateError{Ref: e.ref, State: StateStopped, Err: err})
+	if len(e.refs) == 0 {
+		delete(r.entries, e.ref)
+	}
+	return e.notices(nil)
+}
+
+// parseSelectors checks label selectors and drops repeats.
+func parseSelectors(selectors []string) ([]string, error) {
+	var want []string
+	for _, sel := range selectors {
+		if _, err := labels.Parse(sel); err != nil {
+			return nil, fmt.Errorf("watchregistry: label selector %q: %w", sel, err)
+		}
+		if !slices.Contains(want, sel) {
+			want = append(want, sel)
+		}
+	}
+	return want, nil
 }
 
 // stopClusterLocked stops every informer of the cluster and returns the
