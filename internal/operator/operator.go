@@ -160,6 +160,11 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube}
 	var ctrl *controller.Controller
 	var ctrlMu sync.Mutex
+	current := func() *controller.Controller {
+		ctrlMu.Lock()
+		defer ctrlMu.Unlock()
+		return ctrl
+	}
 	o.Config, err = config.NewWatcher(kube, opts.Namespace, opts.ConfigMapName, recorder, func(old, cur *config.Config) {
 		ctrlMu.Lock()
 		defer ctrlMu.Unlock()
@@ -183,12 +188,16 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			Client: kube, Namespace: opts.Namespace, Identity: opts.Sharding.Identity,
 			LeaseDuration: opts.Sharding.LeaseDuration, RenewPeriod: opts.Sharding.RenewPeriod,
 			Metrics: shard.NewMetrics(opts.Metrics),
+			// The member runs before the controller exists; until then
+			// there is nothing to hand a share to.
 			OnChange: func(ctx context.Context, buckets []int) {
-				ctrlMu.Lock()
-				c := ctrl
-				ctrlMu.Unlock()
-				if c != nil {
+				if c := current(); c != nil {
 					c.ShardChanged(ctx, buckets)
+				}
+			},
+			OnPrepare: func(ctx context.Context, buckets []int) {
+				if c := current(); c != nil {
+					c.ShardPrepare(ctx, buckets)
 				}
 			},
 		})

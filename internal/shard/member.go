@@ -62,6 +62,13 @@ type Options struct {
 	// it is not a member). Enter waits while OnChange runs for a settled
 	// view, so OnChange must not wait for a reconcile.
 	OnChange func(ctx context.Context, buckets []int)
+	// OnPrepare is called, on the member's goroutine, when the members of
+	// a settled view that missed a renewal (none renewed for two renew
+	// periods) change: with the buckets this member would gain should
+	// they be gone, none once they renewed again or left. The replica lists
+	// the objects of those buckets ahead, so that taking them over when a
+	// member died does not wait for the lists. It must not block.
+	OnPrepare func(ctx context.Context, buckets []int)
 	// Metrics receives the member's figures; nil records none.
 	Metrics *Metrics
 	Clock   clock.WithTicker
@@ -92,6 +99,9 @@ type Member struct {
 	signal    chan struct{}
 	lastRenew time.Time
 	created   bool
+	// gain is what OnPrepare was last told; only the member's goroutine
+	// uses it.
+	gain []int
 }
 
 // New checks the options and builds a Member; Run makes it one.
@@ -119,6 +129,9 @@ func New(opts Options) (*Member, error) {
 	}
 	if opts.OnChange == nil {
 		opts.OnChange = func(context.Context, []int) {}
+	}
+	if opts.OnPrepare == nil {
+		opts.OnPrepare = func(context.Context, []int) {}
 	}
 	return &Member{
 		opts:     opts,
@@ -282,6 +295,7 @@ func (m *Member) renew(ctx context.Context) {
 			m.gate.Unlock()
 			m.opts.Metrics.observeOwned(0, 0)
 			m.opts.OnChange(ctx, nil)
+			m.prepare(ctx, nil, nil)
 		}
 		return
 	}
@@ -356,6 +370,7 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	fenced := m.fenced
 	m.mu.Unlock()
 	acks := map[string]string{}
+	renewed := map[string]time.Time{}
 	var view []string
 	for _, l := range all {
 		id := ptr.Deref(l.Spec.HolderIdentity, "")
@@ -381,9 +396,23 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 		next = min(next, expires.Sub(now)+10*time.Millisecond)
 		view = append(view, id)
 		acks[id] = l.Annotations[ViewAnnotation]
+		renewed[id] = l.Spec.RenewTime.Time
 	}
 	slices.Sort(view)
 	hash := viewHash(view)
+	// The members that missed a renewal, and when the others will have.
+	var suspects []string
+	for _, id := range view {
+		at, ok := renewed[id]
+		if !ok {
+			continue
+		}
+		if late := at.Add(2 * m.opts.RenewPeriod); late.After(now) {
+			next = min(next, late.Sub(now)+10*time.Millisecond)
+		} else {
+			suspects = append(suspects, id)
+		}
+	}
 
 	m.mu.Lock()
 	changed := hash != m.viewHash
@@ -406,7 +435,11 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	m.mu.Lock()
 	settled := m.settled
 	m.mu.Unlock()
-	if settled || !slices.Contains(view, m.opts.Identity) {
+	if settled {
+		m.prepare(ctx, view, suspects)
+		return next
+	}
+	if !slices.Contains(view, m.opts.Identity) {
 		return next
 	}
 	for _, id := range view {
@@ -433,7 +466,39 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	m.opts.Metrics.settled(took, len(view), len(buckets))
 	klog.FromContext(ctx).Info("Membership settled", "members", view, "buckets", len(buckets), "took", took)
 	m.opts.OnChange(ctx, buckets)
+	m.prepare(ctx, view, suspects)
 	return next
+}
+
+// prepare tells OnPrepare which buckets this member would gain should the
+// suspects of view be gone, when that changed. Only a settled view is
+// prepared for: while a view settles, what was prepared stays, for the
+// share the view brings to take on.
+func (m *Member) prepare(ctx context.Context, view, suspects []string) {
+	var gain []int
+	if len(suspects) > 0 && slices.Contains(view, m.opts.Identity) {
+		rest := slices.DeleteFunc(slices.Clone(view), func(id string) bool { return slices.Contains(suspects, id) })
+		m.mu.Lock()
+		owned := m.owned
+		m.mu.Unlock()
+		for _, b := range Owned(m.opts.Identity, rest) {
+			if !owned[b] {
+				gain = append(gain, b)
+			}
+		}
+	}
+	if slices.Equal(gain, m.gain) {
+		return
+	}
+	m.gain = gain
+	logger := klog.FromContext(ctx)
+	if len(gain) > 0 {
+		logger.Info("Members missed their Lease renewals; listing the objects of the buckets this member would take over", "members", suspects, "buckets", len(gain))
+		m.opts.Metrics.preparedFor()
+	} else {
+		logger.V(1).Info("No member is late renewing its Lease any more; nothing to prepare")
+	}
+	m.opts.OnPrepare(ctx, gain)
 }
 
 // viewHash names a view in the members' Leases.

@@ -34,7 +34,15 @@ type running struct {
 
 func start(t *testing.T, client kubernetes.Interface, id string) *running {
 	t.Helper()
-	m, err := New(Options{Client: client, Namespace: "vidra-system", Identity: id, LeaseDuration: testLease, RenewPeriod: testRenew})
+	return startWith(t, Options{Client: client, Identity: id})
+}
+
+// startWith runs a member of opts, in the test's namespace and with its
+// Lease timings.
+func startWith(t *testing.T, opts Options) *running {
+	t.Helper()
+	opts.Namespace, opts.LeaseDuration, opts.RenewPeriod = "vidra-system", testLease, testRenew
+	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,4 +211,78 @@ func TestAMemberThatCannotRenewStopsReconciling(t *testing.T) {
 	if err != nil {
 		t.Fatal("a member that could not renew its Lease kept reconciling past its lease duration")
 	}
+}
+
+// A member that stops renewing is suspected after two renew periods: the
+// others are told the buckets they would gain, before its Lease expires,
+// and told nothing is left to prepare once it renews again or is gone.
+func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
+	client := fake.NewClientset()
+	type call struct {
+		change  bool
+		buckets []int
+	}
+	var mu sync.Mutex
+	var calls []call
+	record := func(change bool) func(context.Context, []int) {
+		return func(_ context.Context, buckets []int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, call{change, slices.Clone(buckets)})
+		}
+	}
+	a := startWith(t, Options{Client: client, Identity: "a", OnChange: record(true), OnPrepare: record(false)})
+	b := start(t, client, "b")
+	waitSettled(t, a, b)
+
+	// A ghost joins, acknowledges the view of the three, and renews no
+	// more.
+	view := []string{"a", "b", "ghost"}
+	leases := client.CoordinationV1().Leases("vidra-system")
+	ghost := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: leaseName("ghost"), Namespace: "vidra-system", Labels: map[string]string{MemberLabel: "true"},
+			Annotations: map[string]string{ViewAnnotation: viewHash(view)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ghost"), LeaseDurationSeconds: ptr.To(int32(testLease / time.Second)),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+	}
+	mu.Lock()
+	calls = nil
+	mu.Unlock()
+	if _, err := leases.Create(context.Background(), ghost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var gain []int
+	for _, bucket := range Owned("ghost", view) {
+		if Owner(bucket, []string{"a", "b"}) == "a" {
+			gain = append(gain, bucket)
+		}
+	}
+	// waitCalls waits for the calls so far to be want.
+	waitCalls := func(what string, want ...call) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(calls) >= len(want), nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || fmt.Sprint(calls) != fmt.Sprint(want) {
+			t.Fatalf("%s: calls %v, want %v", what, calls, want)
+		}
+	}
+	share := func(members ...string) call { return call{true, Owned("a", members)} }
+	// The ghost is suspected before its Lease expires: only its buckets
+	// are prepared, not the renewing b's.
+	waitCalls("the ghost late", share(view...), call{false, gain})
+	// It renews once: nothing to prepare, and the view stays.
+	ghost.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+	if _, err := leases.Update(context.Background(), ghost, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls("the ghost renewed", share(view...), call{false, gain}, call{false, nil})
+	// Then it dies: prepared again, then its buckets are taken over, then
+	// nothing is left to prepare.
+	waitCalls("the ghost dead", share(view...), call{false, gain}, call{false, nil}, call{false, gain}, share("a", "b"), call{false, nil})
+	waitSettled(t, a, b)
 }

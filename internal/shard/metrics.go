@@ -12,6 +12,7 @@ type Metrics struct {
 	buckets    prometheus.Gauge
 	rebalances prometheus.Counter
 	handoff    prometheus.Histogram
+	prepared   prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg, when not nil.
@@ -31,9 +32,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a change of membership to the view it settled in: every member took it on, reconciles under the old one ended.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
 		}),
+		prepared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vidra_shard_prepared_total",
+			Help: "Times this replica listed ahead the objects of buckets it would take over from members late renewing their Leases.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.members, m.buckets, m.rebalances, m.handoff)
+		reg.MustRegister(m.members, m.buckets, m.rebalances, m.handoff, m.prepared)
 	}
 	return m
 }
@@ -62,4 +67,11 @@ func (m *Metrics) observeOwned(members, buckets int) {
 	}
 	m.members.Set(float64(members))
 	m.buckets.Set(float64(buckets))
+}
+
+func (m *Metrics) preparedFor() {
+	if m == nil {
+		return
+	}
+	m.prepared.Inc()
 }

@@ -567,6 +567,34 @@ func (c *Controller) shareSelectors(buckets []int) []string {
 	return c.selectors
 }
 
+// ShardPrepare lists ahead the objects of buckets, those this replica
+// would gain should the members that missed their Lease renewals be gone
+// (see shard.Options.OnPrepare): the watch registry runs informers of
+// their objects beside the scope's, neither read nor delivering events,
+// and the selector ShardChanged adds for the buckets gained when the Lease
+// expires is theirs, so the handoff does not wait for those lists. No
+// buckets stops them. Runs on the shard member's goroutine, as
+// ShardChanged does.
+func (c *Controller) ShardPrepare(ctx context.Context, buckets []int) {
+	sels := c.preparedSelectors(buckets)
+	if err := c.registry.Prepare(sels...); err != nil {
+		klog.FromContext(ctx).Error(err, "Listing ahead the objects of the buckets this replica would take over failed")
+	}
+}
+
+// preparedSelectors returns the selector that shareSelectors would add
+// should this replica gain buckets, none when it would not add one: when
+// it has no share yet, or has as many selectors as it keeps, it would list
+// its whole share again, and nothing prepared helps with that.
+func (c *Controller) preparedSelectors(buckets []int) []string {
+	if len(buckets) == 0 || len(c.share) == 0 || len(c.selectors) >= maxShareSelectors {
+		return nil
+	}
+	gained := slices.Clone(buckets)
+	slices.Sort(gained)
+	return []string{objectSelector(gained)}
+}
+
 // putOff puts off, once, the reconcile of a key that a rebalance or a
 // start (new informers' first lists) queued along with every other, when a
 // look at the caches finds every object of its inventory there: the key goes

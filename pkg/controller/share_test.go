@@ -38,3 +38,26 @@ func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
 		t.Fatalf("no bucket selects every object: %q", got)
 	}
 }
+
+// What a replica prepares when a member is late renewing is the selector it
+// adds once that member's buckets are its: the lists are then done.
+func TestPreparedSelectorIsTheOneAGainAdds(t *testing.T) {
+	c := &Controller{}
+	if got := c.preparedSelectors([]int{5}); got != nil {
+		t.Fatalf("prepared %q with no share yet; the first share is listed whole", got)
+	}
+	c.shareSelectors([]int{1, 2, 3})
+	prepared := c.preparedSelectors([]int{7, 5})
+	added := c.shareSelectors([]int{1, 2, 3, 5, 7})
+	if len(prepared) != 1 || added[len(added)-1] != prepared[0] {
+		t.Fatalf("prepared %q, but the gain added %q", prepared, added)
+	}
+	if got := c.preparedSelectors(nil); got != nil {
+		t.Fatalf("prepared %q for no bucket", got)
+	}
+	c.shareSelectors([]int{1, 2, 3, 5, 7, 9})
+	c.shareSelectors([]int{1, 2, 3, 5, 7, 9, 11})
+	if got := c.preparedSelectors([]int{13}); got != nil {
+		t.Fatalf("prepared %q at the cap of selectors, where a gain lists the whole share", got)
+	}
+}

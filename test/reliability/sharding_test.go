@@ -111,6 +111,10 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	if victim < 0 {
 		t.Fatal("member-b owns none of the resources")
 	}
+	preparedBefore := make([]float64, len(ops))
+	for i, op := range ops {
+		preparedBefore[i] = op.metric(ctx, "vidra_shard_prepared_total", nil)
+	}
 	ops[1].Kill()
 	killed := time.Now()
 	deleteConfigMap(t, ns, resourceName(victim))
@@ -125,6 +129,13 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	// The survivors added the killed replica's buckets to their caches
 	// (listing only those): every object cached once between them.
 	waitCached(t, 4*shardResources, ops[0], ops[2])
+	// They listed those buckets ahead, once member-b had missed a renewal,
+	// while its Lease ran.
+	for _, i := range []int{0, 2} {
+		if got := ops[i].metric(ctx, "vidra_shard_prepared_total", nil); got <= preparedBefore[i] {
+			t.Errorf("%s did not list ahead the buckets it took over from the killed replica (vidra_shard_prepared_total %.0f, %.0f before)", ids[i], got, preparedBefore[i])
+		}
+	}
 	assertNoOrphans(t, ns)
 	if n, err := converged(ctx, ns); err != nil || n != shardResources {
 		t.Errorf("%d of %d resources converged after the handoff (%v)", n, shardResources, err)
