@@ -63,8 +63,8 @@ type Options struct {
 	// view, so OnChange must not wait for a reconcile.
 	OnChange func(ctx context.Context, buckets []int)
 	// OnPrepare is called, on the member's goroutine, when the members of
-	// a settled view that missed a renewal (none renewed for two renew
-	// periods) change: with the buckets this member would gain should
+	// a settled view that missed a renewal (none seen renewing for two
+	// renew periods) change: with the buckets this member would gain should
 	// they be gone, none once they renewed again or left. The replica lists
 	// the objects of those buckets ahead, so that taking them over when a
 	// member died does not wait for the lists. It must not block.
@@ -99,10 +99,16 @@ type Member struct {
 	signal    chan struct{}
 	lastRenew time.Time
 	created   bool
-	// gain is what OnPrepare was last told; only the member's goroutine
-	// uses it.
+	// gain is what OnPrepare was last told, and seen when this member saw
+	// each other member's latest renewal; only the member's goroutine uses
+	// them.
 	gain []int
+	seen map[string]renewal
 }
+
+// renewal is a member's last renewal time, as its Lease says, and when
+// this member saw it, by its own clock.
+type renewal struct{ renewed, seen time.Time }
 
 // New checks the options and builds a Member; Run makes it one.
 func New(opts Options) (*Member, error) {
@@ -401,18 +407,27 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	slices.Sort(view)
 	hash := viewHash(view)
 	// The members that missed a renewal, and when the others will have.
+	// A renewal counts from when this member saw it, not from the time the
+	// Lease says: a member whose clock is behind is not suspected for ever.
+	seen := make(map[string]renewal, len(renewed))
 	var suspects []string
 	for _, id := range view {
 		at, ok := renewed[id]
 		if !ok {
 			continue
 		}
-		if late := at.Add(2 * m.opts.RenewPeriod); late.After(now) {
+		r, ok := m.seen[id]
+		if !ok || !r.renewed.Equal(at) {
+			r = renewal{renewed: at, seen: now}
+		}
+		seen[id] = r
+		if late := r.seen.Add(2 * m.opts.RenewPeriod); late.After(now) {
 			next = min(next, late.Sub(now)+10*time.Millisecond)
 		} else {
 			suspects = append(suspects, id)
 		}
 	}
+	m.seen = seen
 
 	m.mu.Lock()
 	changed := hash != m.viewHash

@@ -257,7 +257,7 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 			gain = append(gain, bucket)
 		}
 	}
-	// waitCalls waits for the calls so far to be want.
+	// waitCalls waits for the first calls to be want.
 	waitCalls := func(what string, want ...call) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
@@ -267,16 +267,17 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 		})
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil || fmt.Sprint(calls) != fmt.Sprint(want) {
-			t.Fatalf("%s: calls %v, want %v", what, calls, want)
+		if err != nil || fmt.Sprint(calls[:len(want)]) != fmt.Sprint(want) {
+			t.Fatalf("%s: calls %v, want %v first", what, calls, want)
 		}
 	}
 	share := func(members ...string) call { return call{true, Owned("a", members)} }
 	// The ghost is suspected before its Lease expires: only its buckets
 	// are prepared, not the renewing b's.
 	waitCalls("the ghost late", share(view...), call{false, gain})
-	// It renews once: nothing to prepare, and the view stays.
-	ghost.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+	// It renews once, by a clock far behind: a renewal all the same, seen
+	// now. Nothing to prepare, and the view stays.
+	ghost.Spec.RenewTime = ptr.To(metav1.NewMicroTime(ghost.Spec.RenewTime.Add(time.Millisecond)))
 	if _, err := leases.Update(context.Background(), ghost, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
