@@ -388,6 +388,7 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 				view = append(view, id)
 				acks[id] = l.Annotations[ViewAnnotation]
 			}
+			renewed[id] = l.Spec.RenewTime.Time
 			continue
 		}
 		expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
@@ -406,28 +407,8 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	}
 	slices.Sort(view)
 	hash := viewHash(view)
-	// The members that missed a renewal, and when the others will have.
-	// A renewal counts from when this member saw it, not from the time the
-	// Lease says: a member whose clock is behind is not suspected for ever.
-	seen := make(map[string]renewal, len(renewed))
-	var suspects []string
-	for _, id := range view {
-		at, ok := renewed[id]
-		if !ok {
-			continue
-		}
-		r, ok := m.seen[id]
-		if !ok || !r.renewed.Equal(at) {
-			r = renewal{renewed: at, seen: now}
-		}
-		seen[id] = r
-		if late := r.seen.Add(2 * m.opts.RenewPeriod); late.After(now) {
-			next = min(next, late.Sub(now)+10*time.Millisecond)
-		} else {
-			suspects = append(suspects, id)
-		}
-	}
-	m.seen = seen
+	suspects, wake := m.lateMembers(now, view, renewed)
+	next = min(next, wake)
 
 	m.mu.Lock()
 	changed := hash != m.viewHash
@@ -483,6 +464,47 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	m.opts.OnChange(ctx, buckets)
 	m.prepare(ctx, view, suspects)
 	return next
+}
+
+// lateMembers returns the members of view not seen renewing for two renew
+// periods, and when to look again: when the next of the others will be
+// late. renewed holds the renewal time of each member's Lease, this one's
+// too. A renewal counts from when this member saw it, not from the time
+// the Lease says, so that a member whose clock is behind is not suspected
+// for ever. While this member has not seen its own renewal for as long,
+// it suspects no one: its view of the Leases is stale (a watch that
+// stalled, an API server it cannot reach), which says nothing of the
+// others, and preparing their buckets would list every object they serve.
+func (m *Member) lateMembers(now time.Time, view []string, renewed map[string]time.Time) ([]string, time.Duration) {
+	late := 2 * m.opts.RenewPeriod
+	next := m.opts.LeaseDuration
+	seen := make(map[string]renewal, len(renewed))
+	for id, at := range renewed {
+		r, ok := m.seen[id]
+		if !ok || !r.renewed.Equal(at) {
+			r = renewal{renewed: at, seen: now}
+		}
+		seen[id] = r
+	}
+	m.seen = seen
+	self, ok := seen[m.opts.Identity]
+	if !ok || now.Sub(self.seen) >= late {
+		return nil, next
+	}
+	next = min(next, self.seen.Add(late).Sub(now)+10*time.Millisecond)
+	var suspects []string
+	for _, id := range view {
+		r, ok := seen[id]
+		if !ok || id == m.opts.Identity {
+			continue
+		}
+		if at := r.seen.Add(late); at.After(now) {
+			next = min(next, at.Sub(now)+10*time.Millisecond)
+		} else {
+			suspects = append(suspects, id)
+		}
+	}
+	return suspects, next
 }
 
 // prepare tells OnPrepare which buckets this member would gain should the

@@ -287,3 +287,39 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 	waitCalls("the ghost dead", share(view...), call{false, gain}, call{false, nil}, call{false, gain}, share("a", "b"), call{false, nil})
 	waitSettled(t, a, b)
 }
+
+// Who counts as late: a member not seen renewing for two renew periods,
+// from when its renewal was seen whatever time its Lease says, and no one
+// while this member has not seen its own renewal for as long.
+func TestLateMembers(t *testing.T) {
+	m, err := New(Options{Client: fake.NewClientset(), Namespace: "vidra-system", Identity: "a", LeaseDuration: testLease, RenewPeriod: testRenew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := []string{"a", "b", "c"}
+	t0 := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	behind := t0.Add(-time.Hour) // c's clock
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		name    string
+		now     time.Time
+		renewed map[string]time.Time
+		want    []string
+	}{
+		{"all seen now", at(0), map[string]time.Time{"a": at(0), "b": at(0), "c": behind}, nil},
+		{"one period on", at(testRenew), map[string]time.Time{"a": at(testRenew), "b": at(0), "c": behind}, nil},
+		{"b missed a renewal; c's old time renewed", at(2 * testRenew), map[string]time.Time{"a": at(2 * testRenew), "b": at(0), "c": behind.Add(time.Millisecond)}, []string{"b"}},
+		{"c missed one too", at(4 * testRenew), map[string]time.Time{"a": at(4 * testRenew), "b": at(0), "c": behind.Add(time.Millisecond)}, []string{"b", "c"}},
+		{"b renewed", at(4*testRenew + time.Millisecond), map[string]time.Time{"a": at(4 * testRenew), "b": at(4 * testRenew), "c": behind.Add(time.Millisecond)}, []string{"c"}},
+		{"a's own renewals unseen for two periods", at(6 * testRenew), map[string]time.Time{"a": at(4 * testRenew), "b": at(4 * testRenew), "c": behind.Add(time.Millisecond)}, nil},
+	}
+	for _, s := range steps {
+		got, next := m.lateMembers(s.now, view, s.renewed)
+		if !slices.Equal(got, s.want) {
+			t.Fatalf("%s: late %v, want %v", s.name, got, s.want)
+		}
+		if next <= 0 || next > testLease {
+			t.Fatalf("%s: look again in %s", s.name, next)
+		}
+	}
+}
