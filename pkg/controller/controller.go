@@ -542,7 +542,7 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 // watch registry's selectors for it: those of the share before plus one
 // for the buckets gained, when none was lost.
 func (c *Controller) shareSelectors(buckets []int) []string {
-	prev := c.share
+	prev, widens := c.share, c.widens()
 	// nil is no share yet (or a fenced replica), as objectSelector takes it.
 	c.share = slices.Clone(buckets)
 	slices.Sort(c.share)
@@ -559,7 +559,7 @@ func (c *Controller) shareSelectors(buckets []int) []string {
 		}
 	}
 	switch {
-	case len(prev) == 0 || c.share == nil || lost || len(c.selectors) >= maxShareSelectors:
+	case !widens || c.share == nil || lost:
 		c.selectors = []string{objectSelector(c.share)}
 	case len(gained) > 0:
 		c.selectors = append(slices.Clip(c.selectors), objectSelector(gained))
@@ -587,12 +587,19 @@ func (c *Controller) ShardPrepare(ctx context.Context, buckets []int) {
 // it has no share yet, or has as many selectors as it keeps, it would list
 // its whole share again, and nothing prepared helps with that.
 func (c *Controller) preparedSelectors(buckets []int) []string {
-	if len(buckets) == 0 || len(c.share) == 0 || len(c.selectors) >= maxShareSelectors {
+	if len(buckets) == 0 || !c.widens() {
 		return nil
 	}
 	gained := slices.Clone(buckets)
 	slices.Sort(gained)
 	return []string{objectSelector(gained)}
+}
+
+// widens reports whether a gain of buckets, with none lost, would add a
+// selector to the share's (see shareSelectors) rather than list the whole
+// share again under one: there is a share, and fewer selectors than kept.
+func (c *Controller) widens() bool {
+	return len(c.share) > 0 && len(c.selectors) < maxShareSelectors
 }
 
 // putOff puts off, once, the reconcile of a key that a rebalance or a

@@ -356,19 +356,7 @@ func TestReplacingOrRemovingAClusterStopsItsInformersAndTellsOwners(t *testing.T
 }
 
 func TestChangingTheLabelSelectorRestartsInformersInTheNewScope(t *testing.T) {
-	c := newClients(t, env.Config)
-	ns := newNamespace(t, c.cs)
-	a := configMap(ns, "a", "owner", nil)
-	a.Labels["shard"] = "1"
-	b := configMap(ns, "b", "owner", nil)
-	b.Labels["shard"] = "2"
-	createConfigMap(t, c.cs, a)
-	createConfigMap(t, c.cs, b)
-	rec := &recorder{}
-	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, LabelSelector: selector + ",shard in (1)"})
-	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
-	track(t, r, "owner", ref)
-	waitState(t, r, ref, watchregistry.StateSynced)
+	_, ns, rec, r, ref := startOnShardOne(t)
 	if _, err := r.Get(ref, ns, "b"); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of an object outside the selector: %v, want NotFound", err)
 	}
@@ -380,8 +368,8 @@ func TestChangingTheLabelSelectorRestartsInformersInTheNewScope(t *testing.T) {
 	if err := r.SetLabelSelector(selector + ",shard in (2)"); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitAfter(t, pos, "EventStateChanged after the selector changed", isType(watchregistry.EventStateChanged, "owner"))
-	track(t, r, "owner", ref)
+	rec.waitAfter(t, pos, "EventStateChanged after the selector changed", isType(watchregistry.EventStateChanged, "owner-a"))
+	track(t, r, "owner-a", ref)
 	waitState(t, r, ref, watchregistry.StateSynced)
 	if _, err := r.Get(ref, ns, "b"); err != nil {
 		t.Fatalf("Get of an object the new selector selects: %v", err)
