@@ -35,6 +35,7 @@ type options struct {
 	keep            bool
 	containerMemory string
 	pprof           string
+	floor           bool
 	apiserverPprof  bool
 	// replicas, when set, runs the scale measurement instead (scale.go).
 	replicas          []int
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.pprof, "pprof", "", "operator's --pprof-bind-address during the run, for investigation (empty: off)")
 	flag.BoolVar(&o.apiserverPprof, "apiserver-pprof", false, "profile kube-apiserver's CPU during the baseline and the converge (the scale run: the handoff), for investigation (files in the work directory)")
 	replicas := flag.String("replicas", "", "run the scale measurement instead: once per replica count, comma-separated (1,2,3), each on a fresh control plane, with -n resources")
+	flag.BoolVar(&o.floor, "floor", false, "with -replicas: also time the converge by a client that sends only Vidra's requests, on a fresh control plane (what an operator that costs nothing would reach)")
 	flag.IntVar(&o.scaleDriftSamples, "scale-drift-samples", 50, "ConfigMap deletions timed in each scale run")
 	flag.Parse()
 	for _, f := range strings.Split(*replicas, ",") {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/internal/testenv"
@@ -50,7 +50,10 @@ type scaleResult struct {
 	// Baseline is kubectl apply --server-side of the same objects, on a
 	// fresh control plane of its own before the runs.
 	Baseline *baselineResult `json:"baseline,omitempty"`
-	Runs     []*scaleRun     `json:"runs"`
+	// Floor (-floor) is the same converge by a client that sends only
+	// Vidra's requests, on a fresh control plane of its own.
+	Floor *floorResult `json:"floor,omitempty"`
+	Runs  []*scaleRun  `json:"runs"`
 }
 
 // scaleRun is one replica count's figures.
@@ -63,6 +66,9 @@ type scaleRun struct {
 	RSSMiB         []float64 `json:"rssMiBPerReplica"`
 	KeysPerReplica []float64 `json:"keysPerReplica"`
 	CPUPerResource float64   `json:"operatorCPUMsPerResource"`
+	// ControlPlaneCPU is what each control plane process used per
+	// resource during the converge, in milliseconds.
+	ControlPlaneCPU map[string]float64 `json:"controlPlaneCPUMsPerResource"`
 	// GCShare is the part of that CPU the garbage collector took.
 	GCShare float64 `json:"gcShare"`
 	// DoubleApplies are objects applied (successfully) more than once
@@ -73,7 +79,11 @@ type scaleRun struct {
 	// DriftSeen is the part of Drift until the delete's own event reached
 	// a watch of the bench's: the API server's share, which the operator's
 	// informers wait for as well.
-	DriftSeen      latencyStat `json:"configMapDeletedSeenMs"`
+	DriftSeen latencyStat `json:"configMapDeletedSeenMs"`
+	// DriftFloor is the same repair by a bare watch and one apply of the
+	// bench's, of ConfigMaps Vidra does not manage, in the same cluster
+	// right after: the least any operator's repair can take there.
+	DriftFloor     latencyStat `json:"configMapDeletedRepairFloorMs"`
 	IdleRequests   int         `json:"idleRequests"`
 	IdleReconciles float64     `json:"idleReconciles"`
 	// RestartSeconds (one replica): from the new process's start to every
@@ -152,6 +162,14 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 	if !o.skipBaseline {
 		if res.Baseline, err = scaleBaseline(ctx, o); err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
+		}
+	}
+	if o.floor {
+		if res.Floor, err = scaleFloor(ctx, o); err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+		if res.Baseline != nil {
+			res.Floor.VsBaseline = round(res.Baseline.Seconds/res.Floor.Seconds, 2)
 		}
 	}
 	for _, r := range o.replicas {
@@ -275,6 +293,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		cpuBefore += cpuSeconds(op.PID())
 	}
 	gcBefore := sumMetric(ctx, ops, gcSeconds)
+	cp0 := c.cpu()
 	tracker := newConvergeTracker(scalePrefix, o.n)
 	trackCtx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
@@ -295,11 +314,13 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 			profiled <- fetch(ctx, "http://"+o.pprof+"/debug/pprof/profile?seconds=30", filepath.Join(dir, fmt.Sprintf("converge-%d.cpu.pprof", replicas)))
 		}()
 	}
+	// kube-apiserver's CPU profile over the converge's first seconds,
+	// beside the floor's (-floor) over the same span.
+	waitAPIServer := c.profileAPIServer(ctx, o.apiserverPprof, 10*time.Second, filepath.Join(dir, fmt.Sprintf("converge-%d.apiserver.cpu.pprof", replicas)))
+	defer waitAPIServer()
 	err = parallelDo(ctx, o.n, o.creators, func(ctx context.Context, i int) error {
-		key := scaleKey(i)
-		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{benchLabel: "scale"}},
-			Spec: v1alpha1.VidraResourceSpec{Manifest: scaleManifest(i), Destination: v1alpha1.Destination{ReconcileOnEvents: ptr.To(true)}}}
-		_, err := c.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Create(ctx, vr, metav1.CreateOptions{})
+		vr := scaleResource(i)
+		_, err := c.vidra.InfrahubV1alpha1().VidraResources(vr.Namespace).Create(ctx, vr, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -330,6 +351,8 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		cpuAfter += cpuSeconds(op.PID())
 	}
 	run.CPUPerResource = round((cpuAfter-cpuBefore)*1000/float64(o.n), 2)
+	run.ControlPlaneCPU = perResource(c.cpu().since(cp0), o.n)
+	delete(run.ControlPlaneCPU, "vidra") // one replica's; CPUPerResource has them all
 	run.GCShare = gcShare(sumMetric(ctx, ops, gcSeconds)-gcBefore, cpuAfter-cpuBefore)
 	logf("scale, %d replicas: converged in %.1f s (%.0f objects/s)", replicas, took.Seconds(), run.ObjectsPerSec)
 	for _, op := range ops {
@@ -400,6 +423,10 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	run.Drift, run.DriftSeen = stats(lat), stats(seenLat)
 	logf("scale, %d replicas: ConfigMap deleted → restored p50 %.1f ms, p99 %.1f ms; the delete's event seen p50 %.1f ms, p99 %.1f ms",
 		replicas, run.Drift.P50, run.Drift.P99, run.DriftSeen.P50, run.DriftSeen.P99)
+	if run.DriftFloor, err = driftFloor(ctx, c, o.n, o.scaleDriftSamples, rng); err != nil {
+		return nil, err
+	}
+	logf("scale, %d replicas: the same repair by a bare watch and one apply: p50 %.1f ms, p99 %.1f ms", replicas, run.DriftFloor.P50, run.DriftFloor.P99)
 
 	if replicas == 1 {
 		// Restart: a new process re-verifies every resource from its
@@ -629,7 +656,15 @@ func scaleMarkdown(r *scaleResult) string {
 	if r.Baseline != nil {
 		p("Baseline, on a control plane of its own: `%s`: %.1f s, %.0f objects/s.\n\n", r.Baseline.Command, r.Baseline.Seconds, r.Baseline.PerSec)
 	}
-	p("| replicas | converge s | vs kubectl | objects/s | CPU ms per resource (GC share) | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms (delete's event seen p50) | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
+	if f := r.Floor; f != nil {
+		vs := ""
+		if f.VsBaseline > 0 {
+			vs = fmt.Sprintf(" (%.2f× kubectl)", f.VsBaseline)
+		}
+		p("Floor, on a control plane of its own: Vidra's requests sent by a client that does nothing else: %.1f s%s, %.0f objects/s, %d requests; control plane CPU ms per resource: %s.\n\n",
+			f.Seconds, vs, f.PerSec, f.Requests, cpuList(f.CPUMsPerResource))
+	}
+	p("| replicas | converge s | vs kubectl | objects/s | CPU ms per resource (GC share) | RSS per replica MiB | resources per replica | objects applied twice | ConfigMap deleted → restored p50 / p99 ms (delete's event seen p50; floor p50 / p99) | idle requests / reconciles | restart: verified s, writes | SIGKILL → served again s | not Ready after |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
 		restart, handoff := "–", "–"
@@ -642,10 +677,23 @@ func scaleMarkdown(r *scaleResult) string {
 		if run.VsBaseline > 0 {
 			vs = fmt.Sprintf("%.2f×", run.VsBaseline)
 		}
-		p("| %d | %.1f | %s | %.0f | %.2f (%.0f %%) | %s | %s | %d | %.1f / %.1f (%.1f) | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, vs, run.ObjectsPerSec, run.CPUPerResource, run.GCShare*100,
-			floats(run.RSSMiB), floats(run.KeysPerReplica), run.DoubleApplies, run.Drift.P50, run.Drift.P99, run.DriftSeen.P50, run.IdleRequests, run.IdleReconciles, restart, handoff, run.Lost)
+		p("| %d | %.1f | %s | %.0f | %.2f (%.0f %%) | %s | %s | %d | %.1f / %.1f (%.1f; %.1f / %.1f) | %d / %.0f | %s | %s | %d |\n", run.Replicas, run.ConvergeSeconds, vs, run.ObjectsPerSec, run.CPUPerResource, run.GCShare*100,
+			floats(run.RSSMiB), floats(run.KeysPerReplica), run.DoubleApplies, run.Drift.P50, run.Drift.P99, run.DriftSeen.P50, run.DriftFloor.P50, run.DriftFloor.P99, run.IdleRequests, run.IdleReconciles, restart, handoff, run.Lost)
+	}
+	for _, run := range r.Runs {
+		p("Control plane CPU ms per resource during the converge of %d replicas: %s.\n", run.Replicas, cpuList(run.ControlPlaneCPU))
 	}
 	return b.String()
+}
+
+// cpuList is "name ms, ..." sorted by name.
+func cpuList(m map[string]float64) string {
+	names := slices.Sorted(maps.Keys(m))
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = fmt.Sprintf("%s %.1f", n, m[n])
+	}
+	return strings.Join(s, ", ")
 }
 
 func joinInts(runs []*scaleRun) string {
