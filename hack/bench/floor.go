@@ -146,7 +146,7 @@ func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
 	}
 	took := tracker.doneAt.Sub(began)
 	cpu := c.cpu().since(cpu0)
-	cpu["bench client"] = cpuSeconds(os.Getpid()) - self0
+	cpu["bench"] = cpuSeconds(os.Getpid()) - self0
 	stopWatches()
 	time.Sleep(time.Second) // the audit log trails the responses a little
 	reqs, err := audit.requests(operatorUser, mark, began, began.Add(took))

@@ -67,7 +67,8 @@ type scaleRun struct {
 	KeysPerReplica []float64 `json:"keysPerReplica"`
 	CPUPerResource float64   `json:"operatorCPUMsPerResource"`
 	// ControlPlaneCPU is what each control plane process used per
-	// resource during the converge, in milliseconds.
+	// resource during the converge, in milliseconds, and the bench's own
+	// process ("bench": the creates and the converge tracker).
 	ControlPlaneCPU map[string]float64 `json:"controlPlaneCPUMsPerResource"`
 	// GCShare is the part of that CPU the garbage collector took.
 	GCShare float64 `json:"gcShare"`
@@ -293,7 +294,7 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 		cpuBefore += cpuSeconds(op.PID())
 	}
 	gcBefore := sumMetric(ctx, ops, gcSeconds)
-	cp0 := c.cpu()
+	cp0, self0 := c.cpu(), cpuSeconds(os.Getpid())
 	tracker := newConvergeTracker(scalePrefix, o.n)
 	trackCtx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
@@ -353,6 +354,8 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	run.CPUPerResource = round((cpuAfter-cpuBefore)*1000/float64(o.n), 2)
 	run.ControlPlaneCPU = perResource(c.cpu().since(cp0), o.n)
 	delete(run.ControlPlaneCPU, "vidra") // one replica's; CPUPerResource has them all
+	// The bench's own process: the resources' creates and the tracker.
+	run.ControlPlaneCPU["bench"] = round((cpuSeconds(os.Getpid())-self0)*1000/float64(o.n), 2)
 	run.GCShare = gcShare(sumMetric(ctx, ops, gcSeconds)-gcBefore, cpuAfter-cpuBefore)
 	logf("scale, %d replicas: converged in %.1f s (%.0f objects/s)", replicas, took.Seconds(), run.ObjectsPerSec)
 	for _, op := range ops {
