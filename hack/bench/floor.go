@@ -138,7 +138,6 @@ func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	waitAPIServer()
 	select {
 	case <-tracker.done:
 	case <-ctx.Done():
@@ -147,6 +146,7 @@ func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
 	took := tracker.doneAt.Sub(began)
 	cpu := c.cpu().since(cpu0)
 	cpu["bench"] = cpuSeconds(os.Getpid()) - self0
+	waitAPIServer()
 	stopWatches()
 	time.Sleep(time.Second) // the audit log trails the responses a little
 	reqs, err := audit.requests(operatorUser, mark, began, began.Add(took))
