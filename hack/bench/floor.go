@@ -58,35 +58,24 @@ type floorResult struct {
 	Requests         int                `json:"requests"`
 }
 
-// floorGVRs are the scale manifest's kinds, in the order Vidra applies them.
-var floorGVRs = map[string]schema.GroupVersionResource{
-	"ServiceAccount": {Version: "v1", Resource: "serviceaccounts"},
-	"ConfigMap":      {Version: "v1", Resource: "configmaps"},
-	"Service":        {Version: "v1", Resource: "services"},
-	"Deployment":     {Group: "apps", Version: "v1", Resource: "deployments"},
+// floorKinds are the scale manifest's kinds, in the order Vidra applies them.
+var floorKinds = []struct {
+	kind string
+	gvr  schema.GroupVersionResource
+}{
+	{"ServiceAccount", schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}},
+	{"ConfigMap", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}},
+	{"Service", schema.GroupVersionResource{Version: "v1", Resource: "services"}},
+	{"Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
 }
 
-var floorOrder = []string{"ServiceAccount", "ConfigMap", "Service", "Deployment"}
-
 func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
-	dir, err := os.MkdirTemp("", "vidra-scale-floor-")
+	c, cleanup, err := scaleCluster(ctx, o, "floor", o.apiserverPprof)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if !o.keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	logf("scale floor: starting a control plane")
-	c, err := startCluster(ctx, dir, o.apiserverPprof)
-	if err != nil {
-		return nil, err
-	}
-	defer c.stop()
-	if err := createNamespaces(ctx, c.kube, scalePrefix, (o.n+perNamespace-1)/perNamespace, 16); err != nil {
-		return nil, err
-	}
+	defer cleanup()
+	dir := c.dir
 	// The operator's identity, so that the floor's requests pay the same
 	// audit cost as Vidra's and kubectl's.
 	kubeconfig := filepath.Join(dir, "floor.kubeconfig")
@@ -115,8 +104,8 @@ func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
 	defer stopWatches()
 	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = managedSelector })
-	for _, kind := range floorOrder {
-		df.ForResource(floorGVRs[kind]).Informer()
+	for _, k := range floorKinds {
+		df.ForResource(k.gvr).Informer()
 	}
 	vf := vidrainformers.NewSharedInformerFactory(vidra, 0)
 	vf.Infrahub().V1alpha1().VidraResources().Informer()
@@ -187,7 +176,8 @@ func floorResource(ctx context.Context, vidra versioned.Interface, raw *rest.RES
 		ObservedGeneration: vr.Generation, DeployState: v1alpha1.DeployStateSucceeded, ManagedCount: 4,
 		LastSyncTime: &now, HealthCheckStartTime: &now,
 	}
-	for _, kind := range floorOrder {
+	for _, k := range floorKinds {
+		kind, gvr := k.kind, k.gvr
 		u := docs[kind]
 		u.SetNamespace(key.Namespace)
 		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(vr.UID),
@@ -197,7 +187,6 @@ func floorResource(ctx context.Context, vidra versioned.Interface, raw *rest.RES
 		if err != nil {
 			return err
 		}
-		gvr := floorGVRs[kind]
 		prefix := "/api"
 		if gvr.Group != "" {
 			prefix = "/apis/" + gvr.Group

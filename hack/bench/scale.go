@@ -198,25 +198,12 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 // objects, in namespaces of the same size, on a control plane of its own
 // so that neither its objects nor their cleanup weigh on the runs.
 func scaleBaseline(ctx context.Context, o options) (*baselineResult, error) {
-	dir, err := os.MkdirTemp("", "vidra-scale-base-")
+	c, cleanup, err := scaleCluster(ctx, o, "base", false)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if !o.keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	logf("scale baseline: starting a control plane")
-	c, err := startCluster(ctx, dir, false)
-	if err != nil {
-		return nil, err
-	}
-	defer c.stop()
+	defer cleanup()
 	namespaces := (o.n + perNamespace - 1) / perNamespace
-	if err := createNamespaces(ctx, c.kube, scalePrefix, namespaces, 16); err != nil {
-		return nil, err
-	}
 	logf("scale baseline: kubectl apply --server-side of %d objects", 4*o.n)
 	b, err := runBaseline(ctx, c, o.n, namespaces, func(i int) string {
 		return withNamespace(scaleManifest(i), scaleKey(i).Namespace)
@@ -228,31 +215,48 @@ func scaleBaseline(ctx context.Context, o options) (*baselineResult, error) {
 	return b, nil
 }
 
-func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*scaleRun, error) {
+// scaleCluster starts a fresh control plane in a work directory of its own,
+// with the scale run's namespaces, for one part of the run (name). cleanup
+// stops it and removes the directory, unless -keep.
+func scaleCluster(ctx context.Context, o options, name string, profiling bool) (c *cluster, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "vidra-scale-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer func() {
+	removeDir := func() {
 		if !o.keep {
 			_ = os.RemoveAll(dir)
 		}
-	}()
-	logf("scale, %d replicas: starting a control plane", replicas)
-	c, err := startCluster(ctx, dir, o.apiserverPprof)
+	}
+	logf("scale, %s: starting a control plane", name)
+	if c, err = startCluster(ctx, dir, profiling); err != nil {
+		removeDir()
+		return nil, nil, err
+	}
+	cleanup = func() {
+		c.stop()
+		removeDir()
+	}
+	if err := createNamespaces(ctx, c.kube, scalePrefix, (o.n+perNamespace-1)/perNamespace, 16); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return c, cleanup, nil
+}
+
+func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*scaleRun, error) {
+	c, cleanup, err := scaleCluster(ctx, o, fmt.Sprintf("%d replicas", replicas), o.apiserverPprof)
 	if err != nil {
 		return nil, err
 	}
+	defer cleanup()
+	dir := c.dir
 	var ops []*testenv.VidraProcess
 	defer func() {
 		for _, op := range ops {
 			op.Stop(15 * time.Second)
 		}
-		c.stop()
 	}()
-	if err := createNamespaces(ctx, c.kube, scalePrefix, (o.n+perNamespace-1)/perNamespace, 16); err != nil {
-		return nil, err
-	}
 	ids := make([]string, replicas)
 	start := func(i int) (*testenv.VidraProcess, error) {
 		args := append(benchFlags(), splitArgs(o.operatorArgs)...)
