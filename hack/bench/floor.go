@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,10 +36,9 @@ import (
 // resources through an operator that costs nothing. A client in the bench
 // sends, per resource, the requests Vidra's first converge sends (the
 // resource's create, four non-forced applies of the marked objects, one
-// status write, each answered as metadata; the applies lack Vidra's
-// create-only resourceVersion guard, a little cheaper for the API server,
-// and their answers come as JSON where Vidra asks for protobuf, a little
-// dearer) and keeps open the watches Vidra keeps (the four kinds and the
+// status write, each answered as metadata; the applies carry Vidra's
+// create-only resourceVersion, and their answers come as JSON where Vidra
+// asks for protobuf, a little dearer) and keeps open the watches Vidra keeps (the four kinds and the
 // resources), on a fresh control plane of its own. It reads nothing,
 // decides nothing and computes no health. Its time against kubectl's is
 // the ratio an operator of this design can reach on the machine; Vidra's
@@ -76,17 +75,10 @@ func scaleFloor(ctx context.Context, o options) (*floorResult, error) {
 	}
 	defer cleanup()
 	dir := c.dir
-	// The operator's identity, so that the floor's requests pay the same
-	// audit cost as Vidra's and kubectl's.
-	kubeconfig := filepath.Join(dir, "floor.kubeconfig")
-	if err := c.env.WriteUserKubeconfig(kubeconfig, operatorUser, "system:masters"); err != nil {
-		return nil, err
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := c.operatorConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 1000, 2000
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -183,6 +175,7 @@ func floorResource(ctx context.Context, vidra versioned.Interface, raw *rest.RES
 		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(vr.UID),
 			v1alpha1.BucketLabel: shard.BucketLabel(key)})
 		u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: key.String()})
+		u.SetResourceVersion(createOnlyVersion)
 		body, err := json.Marshal(u.Object)
 		if err != nil {
 			return err
@@ -227,6 +220,22 @@ func scaleResource(i int) *v1alpha1.VidraResource {
 		Spec: v1alpha1.VidraResourceSpec{Manifest: scaleManifest(i), Destination: v1alpha1.Destination{ReconcileOnEvents: ptr.To(true)}}}
 }
 
+// operatorConfig is a client configuration with the operator's identity,
+// so that the floor's requests pay the same audit cost as Vidra's, and no
+// client-side throttle: the floor measures the API server, not a limiter.
+func (c *cluster) operatorConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return cfg, nil
+}
+
+// createOnlyVersion is the resourceVersion with which Vidra's applies
+// create (internal/apply): a precondition only a creation meets.
+const createOnlyVersion = "9223372036854775807"
+
 // metadataOnly is the Accept header of Vidra's writes: the answer as
 // PartialObjectMetadata.
 const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -254,71 +263,109 @@ func perResource(cpu map[string]float64, n int) map[string]float64 {
 // informers do not select them.
 const floorDriftLabel = "bench.vidra.dev/floor-drift"
 
-// driftFloor times, with every object of the run watched, the fastest repair
+// driftFloor is, with every object of the run watched, the fastest repair
 // of a deleted ConfigMap that a watch allows: ConfigMaps Vidra does not
 // manage, each deleted as Vidra's are, put back by a client of the bench's
 // that applies the object (as Vidra's repair does) as soon as a watch of
 // its own, cluster-wide and label-selected like Vidra's informers, delivers
 // the delete. The same two passes through the API server as Vidra's repair
 // and the same request, with no informer, queue or reconcile between them.
-func driftFloor(ctx context.Context, c *cluster, n, samples int, rng *rand.Rand) (latencyStat, error) {
-	keys := make([]cache.ObjectName, min(samples, n))
-	for i := range keys {
+// Its samples are taken between Vidra's, so that both meet the same machine.
+type driftFloor struct {
+	c    *cluster
+	keys []cache.ObjectName
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startDriftFloor creates the floor's ConfigMaps, one for each of samples,
+// in namespaces of the run, and starts the watch that repairs them.
+func startDriftFloor(ctx context.Context, c *cluster, n, samples int, rng *rand.Rand) (*driftFloor, error) {
+	f := &driftFloor{c: c, keys: make([]cache.ObjectName, samples), done: make(chan struct{})}
+	for i := range f.keys {
 		k := scaleKey(rng.IntN(n))
-		keys[i] = cache.ObjectName{Namespace: k.Namespace, Name: fmt.Sprintf("floor-drift-%d", i)}
+		f.keys[i] = cache.ObjectName{Namespace: k.Namespace, Name: fmt.Sprintf("floor-drift-%d", i)}
 	}
-	body := func(key cache.ObjectName) []byte {
-		// Marshalling maps of strings cannot fail.
-		data, _ := json.Marshal(map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": key.Name, "namespace": key.Namespace, "labels": map[string]string{floorDriftLabel: "1"}},
-			"data":     map[string]string{"greeting": "hello"},
-		})
-		return data
+	// The watch is the kind Vidra's informers open: metadata only, in
+	// protobuf.
+	cfg, err := c.operatorConfig()
+	if err != nil {
+		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cms := dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	// Vidra's repair of a deleted object: a server-side apply that can
+	// only create, its answer decoded as Vidra decodes it.
 	apply := func(ctx context.Context, key cache.ObjectName) error {
-		_, err := c.kube.CoreV1().ConfigMaps(key.Namespace).Patch(ctx, key.Name, types.ApplyYAMLPatchType, body(key),
-			metav1.PatchOptions{FieldManager: "bench-floor"})
+		// Marshalling maps of strings cannot fail.
+		body, _ := json.Marshal(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": key.Name, "namespace": key.Namespace, "labels": map[string]string{floorDriftLabel: "1"},
+				"resourceVersion": createOnlyVersion},
+			"data": map[string]string{"greeting": "hello"},
+		})
+		_, err := cms.Namespace(key.Namespace).Patch(ctx, key.Name, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: "bench-floor", Force: ptr.To(false)})
 		return err
 	}
-	for _, key := range keys {
+	for _, key := range f.keys {
 		if err := apply(ctx, key); err != nil {
-			return latencyStat{}, fmt.Errorf("drift floor: %w", err)
+			f.deleteAll(ctx)
+			return nil, fmt.Errorf("drift floor: %w", err)
 		}
 	}
-	defer func() {
-		for _, key := range keys {
-			_ = c.kube.CoreV1().ConfigMaps(key.Namespace).Delete(context.WithoutCancel(ctx), key.Name, metav1.DeleteOptions{})
-		}
-	}()
 	repairCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	w, err := c.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).Watch(repairCtx, metav1.ListOptions{LabelSelector: floorDriftLabel + "=1"})
+	w, err := md.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(metav1.NamespaceAll).
+		Watch(repairCtx, metav1.ListOptions{LabelSelector: floorDriftLabel + "=1"})
 	if err != nil {
-		return latencyStat{}, err
+		stop()
+		f.deleteAll(ctx)
+		return nil, err
 	}
-	defer w.Stop()
+	f.stop = stop
 	go func() {
-		for ev := range w.ResultChan() {
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Deleted {
-				if err := apply(repairCtx, cache.MetaObjectToName(cm)); err != nil && repairCtx.Err() == nil {
-					logf("drift floor: %v", err)
+		defer close(f.done)
+		defer w.Stop()
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
 				}
+				if m, ok := ev.Object.(*metav1.PartialObjectMetadata); ok && ev.Type == watch.Deleted {
+					if err := apply(repairCtx, cache.MetaObjectToName(m)); err != nil && repairCtx.Err() == nil {
+						logf("drift floor: %v", err)
+					}
+				}
+			case <-repairCtx.Done():
+				return
 			}
 		}
 	}()
-	var lat []float64
-	for _, key := range keys {
-		d, _, err := timeRepair(ctx, c, key, 30*time.Second)
-		if errors.Is(err, errWatchEnded) {
-			logf("  %s: %v; sample skipped", key, err)
-			continue
-		}
-		if err != nil {
-			return latencyStat{}, err
-		}
-		lat = append(lat, ms(d))
-		time.Sleep(samplePause)
+	return f, nil
+}
+
+// sample times the repair of the floor's i-th ConfigMap, as timeRepair.
+func (f *driftFloor) sample(ctx context.Context, i int) (repaired, seen time.Duration, err error) {
+	return timeRepair(ctx, f.c, f.keys[i], 30*time.Second)
+}
+
+// close stops the repairing watch and deletes the floor's ConfigMaps.
+func (f *driftFloor) close(ctx context.Context) {
+	f.stop()
+	<-f.done
+	f.deleteAll(ctx)
+}
+
+func (f *driftFloor) deleteAll(ctx context.Context) {
+	for _, key := range f.keys {
+		_ = f.c.kube.CoreV1().ConfigMaps(key.Namespace).Delete(context.WithoutCancel(ctx), key.Name, metav1.DeleteOptions{})
 	}
-	return stats(lat), nil
 }

@@ -82,9 +82,11 @@ type scaleRun struct {
 	// informers wait for as well.
 	DriftSeen latencyStat `json:"configMapDeletedSeenMs"`
 	// DriftFloor is the same repair by a bare watch and one apply of the
-	// bench's, of ConfigMaps Vidra does not manage, in the same cluster
-	// right after: the least any operator's repair can take there.
+	// bench's, of ConfigMaps Vidra does not manage, its samples taken
+	// between Vidra's: the least any operator's repair can take there.
+	// DriftFloorSeen is its DriftSeen.
 	DriftFloor     latencyStat `json:"configMapDeletedRepairFloorMs"`
+	DriftFloorSeen latencyStat `json:"configMapDeletedSeenFloorMs"`
 	IdleRequests   int         `json:"idleRequests"`
 	IdleReconciles float64     `json:"idleReconciles"`
 	// RestartSeconds (one replica): from the new process's start to every
@@ -406,34 +408,41 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 	run.IdleReconciles = sumMetric(ctx, ops, "vidra_reconciles_total") - before
 	logf("scale, %d replicas: idle %s: %d requests besides watches, %.0f reconciles", replicas, o.idleWindow, run.IdleRequests, run.IdleReconciles)
 
-	// Drift: ConfigMaps deleted, one at a time, with every object watched.
+	// Drift: ConfigMaps deleted, one at a time, with every object watched;
+	// each of Vidra's samples is followed by one of the floor's, so that the
+	// two meet the same machine.
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	var lat, seenLat []float64
-	for range o.scaleDriftSamples {
-		key := scaleKey(rng.IntN(o.n))
-		d, seen, err := timeRepair(ctx, c, key, 30*time.Second)
-		if errors.Is(err, errWatchEnded) {
-			// The API server closed the watch (a timeout of its own): the
-			// sample is lost, not the run.
-			logf("  %s: %v; sample skipped", key, err)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		lat = append(lat, ms(d))
-		if seen > 0 {
-			seenLat = append(seenLat, ms(seen))
-		}
-		time.Sleep(samplePause)
-	}
-	run.Drift, run.DriftSeen = stats(lat), stats(seenLat)
-	logf("scale, %d replicas: ConfigMap deleted → restored p50 %.1f ms, p99 %.1f ms; the delete's event seen p50 %.1f ms, p99 %.1f ms",
-		replicas, run.Drift.P50, run.Drift.P99, run.DriftSeen.P50, run.DriftSeen.P99)
-	if run.DriftFloor, err = driftFloor(ctx, c, o.n, o.scaleDriftSamples, rng); err != nil {
+	floor, err := startDriftFloor(ctx, c, o.n, o.scaleDriftSamples, rng)
+	if err != nil {
 		return nil, err
 	}
-	logf("scale, %d replicas: the same repair by a bare watch and one apply: p50 %.1f ms, p99 %.1f ms", replicas, run.DriftFloor.P50, run.DriftFloor.P99)
+	var lat, seenLat, floorLat, floorSeenLat []float64
+	err = func() error {
+		defer floor.close(ctx)
+		for j := range o.scaleDriftSamples {
+			key := scaleKey(rng.IntN(o.n))
+			d, seen, err := timeRepair(ctx, c, key, 30*time.Second)
+			if err := addSample(d, seen, err, &lat, &seenLat); err != nil {
+				return err
+			}
+			time.Sleep(samplePause)
+			d, seen, err = floor.sample(ctx, j)
+			if err := addSample(d, seen, err, &floorLat, &floorSeenLat); err != nil {
+				return fmt.Errorf("drift floor: %w", err)
+			}
+			time.Sleep(samplePause)
+		}
+		return nil
+	}()
+	if err != nil {
+		return nil, err
+	}
+	run.Drift, run.DriftSeen = stats(lat), stats(seenLat)
+	run.DriftFloor, run.DriftFloorSeen = stats(floorLat), stats(floorSeenLat)
+	logf("scale, %d replicas: ConfigMap deleted → restored p50 %.1f ms, p99 %.1f ms; the delete's event seen p50 %.1f ms, p99 %.1f ms",
+		replicas, run.Drift.P50, run.Drift.P99, run.DriftSeen.P50, run.DriftSeen.P99)
+	logf("scale, %d replicas: the same repair by a bare watch and one apply: p50 %.1f ms, p99 %.1f ms; the delete's event seen p50 %.1f ms",
+		replicas, run.DriftFloor.P50, run.DriftFloor.P99, run.DriftFloorSeen.P50)
 
 	if replicas == 1 {
 		// Restart: a new process re-verifies every resource from its
@@ -545,6 +554,23 @@ func sumMetric(ctx context.Context, ops []*testenv.VidraProcess, name string) fl
 // settleOp waits until op's reconcile counter has stood still for quiet.
 func settleOp(ctx context.Context, op *testenv.VidraProcess, quiet, limit time.Duration) error {
 	return settle(ctx, &cluster{op: op}, quiet, limit)
+}
+
+// addSample records a repair timed by timeRepair. A watch the API server
+// closed (a timeout of its own) loses the sample, not the run.
+func addSample(d, seen time.Duration, err error, lat, seenLat *[]float64) error {
+	switch {
+	case errors.Is(err, errWatchEnded):
+		logf("  %v; sample skipped", err)
+		return nil
+	case err != nil:
+		return err
+	}
+	*lat = append(*lat, ms(d))
+	if seen > 0 {
+		*seenLat = append(*seenLat, ms(seen))
+	}
+	return nil
 }
 
 // errWatchEnded: the API server closed a sample's watch before the repair.
