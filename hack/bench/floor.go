@@ -35,14 +35,14 @@ import (
 // The floor: what the API server needs to converge the scale run's
 // resources through an operator that costs nothing. A client in the bench
 // sends, per resource, the requests Vidra's first converge sends (the
-// resource's create, four non-forced applies of the marked objects, one
-// status write, each answered as metadata; the applies carry Vidra's
-// create-only resourceVersion, and their answers come as JSON where Vidra
-// asks for protobuf, a little dearer) and keeps open the watches Vidra keeps (the four kinds and the
-// resources), on a fresh control plane of its own. It reads nothing,
-// decides nothing and computes no health. Its time against kubectl's is
-// the ratio an operator of this design can reach on the machine; Vidra's
-// converge against it is what Vidra itself adds.
+// resource's create, four non-forced applies of the marked objects with
+// Vidra's create-only resourceVersion, one status write, each answered as
+// metadata, in JSON where Vidra asks for protobuf, a little dearer) and
+// keeps open the watches Vidra keeps (the four kinds and the resources),
+// on a fresh control plane of its own. It reads nothing, decides nothing
+// and computes no health. Its time against kubectl's is the ratio an
+// operator of this design can reach on the machine; Vidra's converge
+// against it is what Vidra itself adds.
 
 // floorResult is the floor's figures.
 type floorResult struct {
@@ -266,11 +266,13 @@ const floorDriftLabel = "bench.vidra.dev/floor-drift"
 // driftFloor is, with every object of the run watched, the fastest repair
 // of a deleted ConfigMap that a watch allows: ConfigMaps Vidra does not
 // manage, each deleted as Vidra's are, put back by a client of the bench's
-// that applies the object (as Vidra's repair does) as soon as a watch of
-// its own, cluster-wide and label-selected like Vidra's informers, delivers
-// the delete. The same two passes through the API server as Vidra's repair
-// and the same request, with no informer, queue or reconcile between them.
-// Its samples are taken between Vidra's, so that both meet the same machine.
+// that applies the object as Vidra's repair does (with the operator's
+// identity and a creating apply) as soon as a watch of its own delivers the
+// delete, a watch like Vidra's informers': cluster-wide, label-selected,
+// metadata-only in protobuf. The same two passes through the API server as
+// Vidra's repair and the same request, with no informer, queue or reconcile
+// between them. Its samples are taken between Vidra's, so that both meet
+// the same machine.
 type driftFloor struct {
 	c    *cluster
 	keys []cache.ObjectName
@@ -286,8 +288,6 @@ func startDriftFloor(ctx context.Context, c *cluster, n, samples int, rng *rand.
 		k := scaleKey(rng.IntN(n))
 		f.keys[i] = cache.ObjectName{Namespace: k.Namespace, Name: fmt.Sprintf("floor-drift-%d", i)}
 	}
-	// The watch is the kind Vidra's informers open: metadata only, in
-	// protobuf.
 	cfg, err := c.operatorConfig()
 	if err != nil {
 		return nil, err
