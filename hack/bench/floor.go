@@ -300,7 +300,8 @@ func startDriftFloor(ctx context.Context, c *cluster, n, samples int, rng *rand.
 	if err != nil {
 		return nil, err
 	}
-	cms := dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
+	cms := dyn.Resource(configMaps)
 	// Vidra's repair of a deleted object: a server-side apply that can
 	// only create, its answer decoded as Vidra decodes it.
 	apply := func(ctx context.Context, key cache.ObjectName) error {
@@ -322,7 +323,7 @@ func startDriftFloor(ctx context.Context, c *cluster, n, samples int, rng *rand.
 		}
 	}
 	repairCtx, stop := context.WithCancel(ctx)
-	w, err := md.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(metav1.NamespaceAll).
+	w, err := md.Resource(configMaps).Namespace(metav1.NamespaceAll).
 		Watch(repairCtx, metav1.ListOptions{LabelSelector: floorDriftLabel + "=1"})
 	if err != nil {
 		stop()
