@@ -96,7 +96,13 @@ type scaleRun struct {
 	// HandoffSeconds (several): from the SIGKILL of a replica to a deleted
 	// object of one of its resources restored by another.
 	HandoffSeconds float64 `json:"handoffSeconds,omitempty"`
-	Lost           int     `json:"resourcesNotReadyAfter"`
+	// HandoffGained are the resources the survivors took over, and
+	// HandoffReconciles the reconciles they ran from the SIGKILL until
+	// they were quiet: about the resources gained when they verify only
+	// those, and not again the ones they kept.
+	HandoffGained     float64 `json:"handoffResourcesGained,omitempty"`
+	HandoffReconciles float64 `json:"handoffReconciles,omitempty"`
+	Lost              int     `json:"resourcesNotReadyAfter"`
 }
 
 func scaleManifest(i int) string {
@@ -491,6 +497,9 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 			}()
 		}
 		waitAPIServer := c.profileAPIServer(ctx, o.apiserverPprof, 15*time.Second, filepath.Join(dir, fmt.Sprintf("handoff-%d.apiserver.cpu.pprof", replicas)))
+		survivors := slices.Concat(ops[:1], ops[2:])
+		keysBefore := sumMetric(ctx, survivors, "vidra_shard_keys")
+		reconcilesBefore := sumMetric(ctx, survivors, "vidra_reconciles_total")
 		if err := ops[1].Signal(syscall.SIGKILL); err != nil {
 			return nil, err
 		}
@@ -513,8 +522,16 @@ func scaleOnce(ctx context.Context, o options, binary string, replicas int) (*sc
 				logf("CPU profile: %v", err)
 			}
 		}
-		ops = slices.Delete(ops, 1, 2)
+		ops = survivors
 		logf("scale, %d replicas: a resource of the SIGKILLed replica was served again %.2f s after the kill (lease %s)", replicas, run.HandoffSeconds, scaleLease)
+		for _, op := range survivors {
+			if err := settleOp(ctx, op, 3*time.Second, 2*time.Minute); err != nil {
+				return nil, err
+			}
+		}
+		run.HandoffGained = sumMetric(ctx, survivors, "vidra_shard_keys") - keysBefore
+		run.HandoffReconciles = sumMetric(ctx, survivors, "vidra_reconciles_total") - reconcilesBefore
+		logf("scale, %d replicas: the survivors took over %.0f resources and kept %.0f; %.0f reconciles since the kill", replicas, run.HandoffGained, keysBefore, run.HandoffReconciles)
 	}
 	// Nothing lost: every resource Ready.
 	list, err := c.vidra.InfrahubV1alpha1().VidraResources("").List(ctx, metav1.ListOptions{LabelSelector: benchLabel + "=scale"})
@@ -704,7 +721,7 @@ func scaleMarkdown(r *scaleResult) string {
 		if run.Replicas == 1 {
 			restart = fmt.Sprintf("%.1f, %d", run.RestartSeconds, run.RestartWrites)
 		} else {
-			handoff = fmt.Sprintf("%.2f", run.HandoffSeconds)
+			handoff = fmt.Sprintf("%.2f (%.0f reconciles for %.0f resources gained)", run.HandoffSeconds, run.HandoffReconciles, run.HandoffGained)
 		}
 		vs := "–"
 		if run.VsBaseline > 0 {

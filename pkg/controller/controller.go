@@ -146,6 +146,14 @@ type Controller struct {
 	// for a rebalance or a start runs.
 	putOffKeys map[cache.ObjectName]struct{}
 
+	// held is the share ShardChanged last took on, by bucket, and missed
+	// the keys of that share whose reconciles were dropped since because
+	// the share was changing, each with its most significant trigger: a
+	// change that keeps the informers running reconciles these of the
+	// keys it keeps, not every one (see ShardChanged).
+	held   [shard.Buckets]bool
+	missed map[cache.ObjectName]Trigger
+
 	// share is this replica's buckets, nil until it has a share, and
 	// selectors the watch registry's label selectors: one per share taken
 	// on since the last that dropped a bucket. Only ShardChanged uses them,
@@ -195,6 +203,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		triggers:    map[cache.ObjectName]map[Trigger]pendingTrigger{},
 		lastTrigger: map[cache.ObjectName]Trigger{},
 		putOffKeys:  map[cache.ObjectName]struct{}{},
+		missed:      map[cache.ObjectName]Trigger{},
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -366,7 +375,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 			// queues this replica's keys once it has settled.
 			c.fair.finished(key)
 			c.queue.Forget(key)
-			c.dropTriggers(key)
+			c.miss(key, c.dropTriggers(key))
 			return true
 		}
 		defer leave()
@@ -472,6 +481,7 @@ func (c *Controller) enqueueObject(obj any, t Trigger) {
 
 func (c *Controller) enqueue(key cache.ObjectName, t Trigger) {
 	if c.opts.Shard != nil && !c.opts.Shard.Owns(key) {
+		c.miss(key, t)
 		return
 	}
 	c.addTrigger(key, t, c.clock.Now())
@@ -480,6 +490,9 @@ func (c *Controller) enqueue(key cache.ObjectName, t Trigger) {
 
 func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Duration) {
 	if c.opts.Shard != nil && !c.opts.Shard.Owns(key) {
+		// Missed, it is reconciled when the share has settled: sooner
+		// than asked, which a level-triggered reconcile allows.
+		c.miss(key, t)
 		return
 	}
 	c.addTrigger(key, t, c.clock.Now().Add(d))
@@ -487,13 +500,54 @@ func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Durati
 }
 
 // dropTriggers forgets the recorded causes of a key this replica does not
-// reconcile.
-func (c *Controller) dropTriggers(key cache.ObjectName) {
+// reconcile, and returns the most significant of them (TriggerEvent when
+// none was recorded).
+func (c *Controller) dropTriggers(key cache.ObjectName) Trigger {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	picked := TriggerEvent
+	for _, t := range triggerOrder {
+		if _, ok := c.triggers[key][t]; ok {
+			picked = t
+			break
+		}
+	}
 	delete(c.triggers, key)
 	delete(c.lastTrigger, key)
 	delete(c.putOffKeys, key)
+	return picked
+}
+
+// miss records a reconcile of key dropped because this replica did not
+// own it: when key was in the share last taken on, the share is changing
+// (or this replica lost key), and ShardChanged reconciles it should this
+// replica keep it.
+func (c *Controller) miss(key cache.ObjectName, t Trigger) {
+	c.mu.Lock()
+	if !c.held[shard.Bucket(key)] {
+		c.mu.Unlock()
+		return
+	}
+	if prev, ok := c.missed[key]; !ok || significance(t) < significance(prev) {
+		c.missed[key] = t
+	}
+	c.mu.Unlock()
+	// The share may have settled since Owns answered, and ShardChanged
+	// taken the missed keys before this one was added: queued here
+	// then. Queued twice otherwise, which the queue folds into one.
+	if c.opts.Shard.Owns(key) {
+		c.addTrigger(key, t, c.clock.Now())
+		c.queue.Add(key)
+	}
+}
+
+// significance orders triggers as triggerOrder does: lower is more
+// significant.
+func significance(t Trigger) int {
+	if i := slices.Index(triggerOrder, t); i >= 0 {
+		return i
+	}
+	return len(triggerOrder)
 }
 
 // ShardChanged takes on a new share of the VidraResources (see
@@ -503,22 +557,36 @@ func (c *Controller) dropTriggers(key cache.ObjectName) {
 // objects of the buckets gained, so that it lists only those (the handoff
 // after a replica died); one that lost any restarts them under one
 // selector, and lists its whole share again. The keys this replica lost are
-// forgotten, with their informers' references, and those it owns are
-// reconciled, since their events were dropped while the share changed.
+// forgotten, with their informers' references. Those it gained are
+// reconciled. Of those it kept, all are reconciled when the informers
+// restarted, since what changed while they listed again went unseen; when
+// they kept running, only the keys whose reconciles were dropped while
+// the share changed (miss): every other change of their objects was seen.
 func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 	logger := klog.FromContext(ctx)
 	vrs, err := c.lister.List(labels.Everything())
 	if err != nil {
 		return
 	}
+	selectors, restarted := c.shareSelectors(buckets)
+	c.mu.Lock()
+	missed := c.missed
+	c.missed = map[cache.ObjectName]Trigger{}
+	c.held = [shard.Buckets]bool{}
+	for _, b := range buckets {
+		c.held[b] = true
+	}
+	c.mu.Unlock()
 	// The keys this replica gains first: nobody serves them now. Their
 	// first reconciles wait for the informers' lists of the new buckets
 	// (they start once this returns: Enter waits for it, so none reads an
 	// informer of the old scope, which would call the gained objects
 	// absent); the keys kept come after them.
 	var kept []cache.ObjectName
+	listed := make(map[cache.ObjectName]bool, len(vrs))
 	for _, vr := range vrs {
 		key := cache.MetaObjectToName(vr)
+		listed[key] = true
 		switch {
 		case !c.opts.Shard.Owns(key):
 			c.forget(key)
@@ -528,20 +596,38 @@ func (c *Controller) ShardChanged(ctx context.Context, buckets []int) {
 			c.enqueue(key, TriggerRebalance)
 		}
 	}
-	selectors := c.shareSelectors(buckets)
 	if err := c.registry.SetLabelSelectors(selectors...); err != nil {
 		logger.Error(err, "Selecting the objects of this replica's buckets failed")
 	}
-	logger.V(1).Info("Watching the objects of this replica's buckets", "buckets", len(buckets), "selectors", len(selectors))
-	for _, key := range kept {
-		c.enqueue(key, TriggerRebalance)
+	// A resource deleted while the share changed, whose delete was missed,
+	// lets go of its informers here.
+	for key := range missed {
+		if !listed[key] {
+			c.forget(key)
+		}
 	}
+	verify := 0
+	for _, key := range kept {
+		switch t, ok := missed[key]; {
+		case restarted:
+			c.enqueue(key, TriggerRebalance)
+		case ok:
+			c.enqueue(key, t)
+		default:
+			continue
+		}
+		verify++
+	}
+	logger.V(1).Info("Watching the objects of this replica's buckets", "buckets", len(buckets), "selectors", len(selectors),
+		"informersRestarted", restarted, "keptKeys", len(kept), "keptKeysReconciled", verify)
 }
 
 // shareSelectors records buckets as this replica's share and returns the
 // watch registry's selectors for it: those of the share before plus one
-// for the buckets gained, when none was lost.
-func (c *Controller) shareSelectors(buckets []int) []string {
+// for the buckets gained, when none was lost. restarted reports whether
+// the informers of the share before stop: there was none, or the
+// selectors were replaced rather than added to.
+func (c *Controller) shareSelectors(buckets []int) (selectors []string, restarted bool) {
 	prev, widens := c.share, c.widens()
 	// nil is no share yet (or a fenced replica), as objectSelector takes it.
 	c.share = slices.Clone(buckets)
@@ -559,12 +645,13 @@ func (c *Controller) shareSelectors(buckets []int) []string {
 		}
 	}
 	switch {
-	case !widens || c.share == nil || lost:
+	case prev == nil || c.share == nil || lost || (len(gained) > 0 && !widens):
 		c.selectors = []string{objectSelector(c.share)}
+		restarted = true
 	case len(gained) > 0:
 		c.selectors = append(slices.Clip(c.selectors), objectSelector(gained))
 	}
-	return c.selectors
+	return c.selectors, restarted
 }
 
 // ShardPrepare lists ahead the objects of buckets, those this replica

@@ -277,6 +277,21 @@ func (f *fixture) serveStatus(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Header: header, Body: io.NopCloser(bytes.NewReader(body))}, nil
 }
 
+// startRegistry starts c's watch registry, as Run does, until the test
+// ends; the context returned ends with it.
+func startRegistry(t *testing.T, c *Controller) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.registry.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-c.registry.Done()
+	})
+	return ctx
+}
+
 // configMapsRef is the watch registry's reference to the local ConfigMaps.
 var configMapsRef = watchregistry.Ref{Cluster: destination.LocalCluster, GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
 
@@ -289,14 +304,7 @@ func (f *fixture) run(key cache.ObjectName) (syncResult, error) {
 	// while the registry's informers list and watch.
 	f.recordRequests()
 	if f.startRegistry {
-		ctx, cancel := context.WithCancel(context.Background())
-		if err := c.registry.Start(ctx); err != nil {
-			f.t.Fatal(err)
-		}
-		f.t.Cleanup(func() {
-			cancel()
-			<-c.registry.Done()
-		})
+		startRegistry(f.t, c)
 	}
 	if f.watching {
 		if err := c.registry.Track(key, []watchregistry.Ref{configMapsRef}); err != nil {
@@ -855,14 +863,7 @@ func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
 	c := f.newController()
 	f.c = c
 	f.recordRequests()
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.registry.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-c.registry.Done()
-	})
+	startRegistry(t, c)
 	var order []string
 	c.opts.OnReconcile = func(key cache.ObjectName, _ Trigger, result string) {
 		order = append(order, key.Name+" "+result)

@@ -112,8 +112,12 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 		t.Fatal("member-b owns none of the resources")
 	}
 	preparedBefore := make([]float64, len(ops))
+	keysBefore := make([]float64, len(ops))
+	reconcilesBefore := make([]float64, len(ops))
 	for i, op := range ops {
 		preparedBefore[i] = op.metric(ctx, "vidra_shard_prepared_total", nil)
+		keysBefore[i] = op.metric(ctx, "vidra_shard_keys", nil)
+		reconcilesBefore[i] = op.metric(ctx, "vidra_reconciles_total", nil)
 	}
 	ops[1].Kill()
 	killed := time.Now()
@@ -139,6 +143,23 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	assertNoOrphans(t, ns)
 	if n, err := converged(ctx, ns); err != nil || n != shardResources {
 		t.Errorf("%d of %d resources converged after the handoff (%v)", n, shardResources, err)
+	}
+	// Their informers kept running: they reconciled the resources they
+	// took over, not again the ones they kept, whose objects they watched
+	// throughout. A few more reconciles are allowed: a gained resource
+	// woken both by the rebalance and by its informer's first list, a
+	// retry, the repaired one's.
+	for _, i := range []int{0, 2} {
+		settle(t, ops[i])
+		gained := ops[i].metric(ctx, "vidra_shard_keys", nil) - keysBefore[i]
+		reconciles := ops[i].metric(ctx, "vidra_reconciles_total", nil) - reconcilesBefore[i]
+		t.Logf("%s: %.0f resources gained, %.0f kept, %.0f reconciles since the kill", ids[i], gained, keysBefore[i], reconciles)
+		if keysBefore[i] < 8 {
+			t.Fatalf("%s kept only %.0f resources: too few to tell", ids[i], keysBefore[i])
+		}
+		if reconciles > gained+3 {
+			t.Errorf("%s reconciled %.0f times after the handoff, for %.0f resources gained: it verified again resources it kept", ids[i], reconciles, gained)
+		}
 	}
 
 	// A replica that joins takes its share without a restart of the others.
