@@ -23,24 +23,30 @@ func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
 		name    string
 		buckets []int
 		want    []string
+		// restarted: the informers of the share before stop.
+		restarted bool
 	}{
-		{"first share", []int{3, 1, 2}, []string{objectSelector([]int{1, 2, 3})}},
-		{"same share", []int{1, 2, 3}, []string{objectSelector([]int{1, 2, 3})}},
-		{"a replica died", []int{1, 2, 3, 7, 5}, []string{objectSelector([]int{1, 2, 3}), objectSelector([]int{5, 7})}},
-		{"another died", []int{1, 2, 3, 5, 7, 9}, []string{objectSelector([]int{1, 2, 3}), objectSelector([]int{5, 7}), objectSelector([]int{9})}},
-		{"a replica joined", []int{1, 3, 5, 9}, []string{objectSelector([]int{1, 3, 5, 9})}},
-		{"no bucket", []int{}, []string{objectSelector([]int{})}},
-		{"from none", []int{4}, []string{objectSelector([]int{4})}},
-		{"gain", []int{4, 6}, []string{objectSelector([]int{4}), objectSelector([]int{6})}},
-		{"gain", []int{4, 6, 8}, []string{objectSelector([]int{4}), objectSelector([]int{6}), objectSelector([]int{8})}},
-		{"gain", []int{4, 6, 8, 10}, []string{objectSelector([]int{4}), objectSelector([]int{6}), objectSelector([]int{8}), objectSelector([]int{10})}},
-		{"past the cap", []int{4, 6, 8, 10, 12}, []string{objectSelector([]int{4, 6, 8, 10, 12})}},
-		{"fenced", nil, []string{objectSelector(nil)}},
-		{"after the fence", []int{1}, []string{objectSelector([]int{1})}},
+		{"first share", []int{3, 1, 2}, []string{objectSelector([]int{1, 2, 3})}, true},
+		{"same share", []int{1, 2, 3}, []string{objectSelector([]int{1, 2, 3})}, false},
+		{"a replica died", []int{1, 2, 3, 7, 5}, []string{objectSelector([]int{1, 2, 3}), objectSelector([]int{5, 7})}, false},
+		{"another died", []int{1, 2, 3, 5, 7, 9}, []string{objectSelector([]int{1, 2, 3}), objectSelector([]int{5, 7}), objectSelector([]int{9})}, false},
+		{"a replica joined", []int{1, 3, 5, 9}, []string{objectSelector([]int{1, 3, 5, 9})}, true},
+		{"no bucket", []int{}, []string{objectSelector([]int{})}, true},
+		{"from none", []int{4}, []string{objectSelector([]int{4})}, true},
+		{"gain", []int{4, 6}, []string{objectSelector([]int{4}), objectSelector([]int{6})}, false},
+		{"gain", []int{4, 6, 8}, []string{objectSelector([]int{4}), objectSelector([]int{6}), objectSelector([]int{8})}, false},
+		{"gain", []int{4, 6, 8, 10}, []string{objectSelector([]int{4}), objectSelector([]int{6}), objectSelector([]int{8}), objectSelector([]int{10})}, false},
+		{"past the cap", []int{4, 6, 8, 10, 12}, []string{objectSelector([]int{4, 6, 8, 10, 12})}, true},
+		{"fenced", nil, []string{objectSelector(nil)}, true},
+		{"after the fence", []int{1}, []string{objectSelector([]int{1})}, true},
 	}
 	for _, s := range steps {
-		if got, _ := c.shareSelectors(s.buckets); !slices.Equal(got, s.want) {
+		got, restarted := c.shareSelectors(s.buckets)
+		if !slices.Equal(got, s.want) {
 			t.Fatalf("%s %v: selectors %q, want %q", s.name, s.buckets, got, s.want)
+		}
+		if restarted != s.restarted {
+			t.Fatalf("%s %v: restarted %v, want %v", s.name, s.buckets, restarted, s.restarted)
 		}
 	}
 	if got := objectSelector([]int{}); got == objectSelector(nil) {
