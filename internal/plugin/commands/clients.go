@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -60,11 +61,27 @@ func (r *root) namespace() (string, error) {
 // that names it when it does not exist.
 func (c *clients) get(ctx context.Context, name string) (*v1alpha1.VidraResource, error) {
 	vr, err := c.vidra.InfrahubV1alpha1().VidraResources(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Most often the wrong namespace: say where it looked and how to
+		// find the resource.
+		return nil, hinted{fmt.Sprintf("no VidraResource %q in namespace %q: `kubectl vidra get -n %s` lists those there, `kubectl vidra get -A` every one",
+			name, c.namespace, c.namespace), err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get vidraresource %s/%s: %w", c.namespace, name, err)
 	}
 	return vr, nil
 }
+
+// hinted is an error told in words of what to do, which still unwraps to
+// the API server's.
+type hinted struct {
+	msg string
+	err error
+}
+
+func (h hinted) Error() string { return h.msg }
+func (h hinted) Unwrap() error { return h.err }
 
 // mapper is a RESTMapper on discovery held in memory for one command, reset
 // on a miss: a CRD created a moment ago is found.
