@@ -122,10 +122,24 @@ func classify(p *planned, err error) *ObjectError {
 	case isImmutable(err):
 		oe.Reason, oe.Retry = v1alpha1.ReasonImmutableField, false
 		oe.Err = fmt.Errorf("%w (set spec.force to let Vidra recreate the object)", err)
+	case isSchemaRefusal(p, oe):
 	case apierrors.IsRequestEntityTooLargeError(err), apierrors.IsInvalid(err) && strings.Contains(msg, "Too long"):
 		oe.Reason, oe.Retry = v1alpha1.ReasonManifestTooLarge, false
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		oe.Retry = false
 	}
 	return oe
+}
+
+// isSchemaRefusal reports whether oe is the API server's refusal of an
+// object that does not fit its kind's schema, and if so makes it say what
+// to fix in the manifest. Only an edit fixes it for a built-in kind; a
+// custom resource is retried, since its definition may change.
+func isSchemaRefusal(p *planned, oe *ObjectError) bool {
+	err, ok := SchemaRefusal(p.obj, p.line, oe.Err)
+	if !ok {
+		return false
+	}
+	oe.Reason, oe.Retry, oe.Err = v1alpha1.ReasonInvalidManifest, !builtinGroups[p.gvr.Group], err
+	return true
 }

@@ -152,6 +152,28 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 	waitEvent(t, ns, "imm", "Applied", "Applied 1 object (0 created, 0 configured, 1 recreated for spec.force)")
 }
 
+// TestFieldsTheSchemaLacksStallTheResource: the API server refuses such an
+// apply as an internal error; Vidra says which field to fix, stops retrying
+// (only an edit fixes a built-in kind), and still applies the rest.
+func TestFieldsTheSchemaLacksStallTheResource(t *testing.T) {
+	ns := namespace(t)
+	typo := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndat:\n  b: c\n"
+	createVR(t, ns, "schema", docs(configMap("fine", map[string]string{"k": "v"}), typo))
+	vr := waitVR(t, ns, "schema", "stalled on the manifest", hasCondition(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest))
+	want := "ConfigMap " + ns + "/typo (document 1): v1 ConfigMap has no field .dat: check its spelling and indentation (the object starts at line 8)"
+	if msg := readyMessage(vr); msg != want {
+		t.Errorf("Ready message\n  %q\nwant\n  %q", msg, want)
+	}
+	waitEvent(t, ns, "schema", "ApplyFailed", want)
+	waitObject(t, configMaps, ns, "fine", "was applied beside the refused object", exists)
+	// Not retried: after the requested reconcile, the only ones are the
+	// first and that one.
+	by := reconciled(t, ns, "schema")
+	if by[controller.TriggerRetry] != 0 {
+		t.Errorf("a refusal only an edit can fix was retried: %v", by)
+	}
+}
+
 // crdManifest is a CRD of kind kind in group group, namespaced.
 func crdManifest(group, kind string) string {
 	plural := strings.ToLower(kind) + "s"

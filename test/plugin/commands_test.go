@@ -135,6 +135,22 @@ func TestDiffOfANewDefinitionCreatesEverything(t *testing.T) {
 	golden(t, "diff-new.txt", strings.ReplaceAll(res.stdout, file, "vr.yaml"), normal{names: map[string]string{ns: "<ns>"}})
 }
 
+func TestDiffOfAFieldTheSchemaLacksSaysWhatToFix(t *testing.T) {
+	ns := namespace(t)
+	file := filepath.Join(t.TempDir(), "vr.yaml")
+	typo := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndat:\n  a: b\n"
+	def := "apiVersion: infrahub.operators.com/v1alpha1\nkind: VidraResource\nmetadata:\n  name: fresh\nspec:\n  manifest: |\n" +
+		indent(docs(configMap("a", "1"), typo), "    ")
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, "diff", "-n", ns, "-f", file).expect(t, 2)
+	want := "the API server refuses the apply of ConfigMap " + ns + "/typo: v1 ConfigMap has no field .dat: check its spelling and indentation"
+	if !strings.Contains(res.stdout+res.stderr, want) {
+		t.Errorf("the diff does not say what to fix; want %q in\n%s%s", want, res.stdout, res.stderr)
+	}
+}
+
 func TestDiffOfAManifestThatDoesNotParseSaysWhere(t *testing.T) {
 	ns := namespace(t)
 	ready(t, ns, "web", diffManifest)

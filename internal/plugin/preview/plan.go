@@ -182,7 +182,11 @@ func planObject(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, obj 
 			// cannot create in a namespace that does not exist yet.
 			return created(out, want, "not checked by the API server: namespace "+want.GetNamespace()+" is created by this manifest first")
 		}
-		out.Message = fmt.Sprintf("the API server refuses the apply of %s: %v", out.Ref(), apiMessage(err))
+		msg := apiMessage(err)
+		if e, ok := apply.SchemaRefusal(want, 0, err); ok {
+			msg = e.Error()
+		}
+		out.Message = fmt.Sprintf("the API server refuses the apply of %s: %s", out.Ref(), msg)
 		return out
 	}
 	before, err := YAML(live)
