@@ -92,7 +92,13 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionDrifted)
 	}
 	hs := summarizeHealth(r.Out.Inventory)
-	set(v1alpha1.ConditionHealthy, hs.status, hs.reason, hs.message)
+	if len(r.Out.Inventory) == 0 && len(errs) > 0 {
+		// No object, because none applied: an empty set is not a healthy
+		// one, and the printer column would say AllCurrent beside Failed.
+		set(v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied, "No object is managed yet: the Ready condition says why")
+	} else {
+		set(v1alpha1.ConditionHealthy, hs.status, hs.reason, hs.message)
+	}
 	waiting := vr.Spec.Wait && hs.status != metav1.ConditionTrue
 	switch {
 	case len(errs) == 0 && waiting && (hs.failed || !now.Time.Before(deadline)):

@@ -677,7 +677,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"update vidraresources/status tenant/untrusted"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
-					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
+					{v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServiceAccountRequired},
 					{v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonServiceAccountRequired},
 				},
@@ -692,7 +692,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"update vidraresources/status vidra-system/broken"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
-					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
+					{v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidManifest},
 					{v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest},
 				},
@@ -716,7 +716,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"get configmaps vidra-system/app", "update vidraresources/status vidra-system/blocked"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
-					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
+					{v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonUnmanagedExists},
 					{v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonUnmanagedExists},
 					{v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing},
@@ -740,7 +740,7 @@ func TestSyncDecisions(t *testing.T) {
 			wantActions: []string{"get configmaps vidra-system/app", "apply configmaps vidra-system/app", "update vidraresources/status vidra-system/flaky"},
 			wantStatus: &wantStatus{
 				conditions: []cond{
-					{v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonAllCurrent},
+					{v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied},
 					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed},
 					{v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing},
 				},

@@ -80,7 +80,8 @@ const (
 	ConditionDrifted = "Drifted"
 	// ConditionHealthy summarises the health of the managed objects: True
 	// when every one is Current (reason AllCurrent), False while some are in
-	// progress (Progressing) or when some failed (Degraded).
+	// progress (Progressing) or when some failed (Degraded), Unknown when
+	// the resource failed before it managed any object (NothingApplied).
 	ConditionHealthy = "Healthy"
 )
 
@@ -108,6 +109,9 @@ const (
 	ReasonDependencyNotReady = "DependencyNotReady"
 	// ReasonAllCurrent: every managed object is healthy.
 	ReasonAllCurrent = "AllCurrent"
+	// ReasonNothingApplied: the resource manages no object because it
+	// failed before any applied; Ready says why.
+	ReasonNothingApplied = "NothingApplied"
 	// ReasonDegraded: a managed object failed (kstatus Failed).
 	ReasonDegraded = "Degraded"
 	// ReasonHealthCheckFailed: with spec.wait, the objects were not healthy
