@@ -374,7 +374,10 @@ func (cc *clusterClients) as(namespace, name string) (*impersonated, error) {
 // a discovery storm.
 type Mapper struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
-	clock  clock.Clock
+	// discovery is the mapper's cache, read again for what a manifest
+	// naming a kind the destination does not serve likely meant.
+	discovery discovery.CachedDiscoveryInterface
+	clock     clock.Clock
 
 	mu        sync.Mutex
 	lastReset time.Time
@@ -388,7 +391,8 @@ type Mapper struct {
 }
 
 func newMapper(dc discovery.DiscoveryInterface, clk clock.Clock) *Mapper {
-	return &Mapper{mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), clock: clk}
+	cached := memory.NewMemCacheClient(dc)
+	return &Mapper{mapper: restmapper.NewDeferredDiscoveryRESTMapper(cached), discovery: cached, clock: clk}
 }
 
 // Mapping returns the resource of a kind. The mapping is shared: callers
@@ -409,6 +413,12 @@ func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 			m.found.Store(gvk, mp)
 		}
 		m.mu.Unlock()
+	}
+	if meta.IsNoMatchError(err) {
+		// What discovery could not list (an aggregated API down) is only
+		// not suggested.
+		lists, _ := m.discovery.ServerPreferredResources()
+		err = SuggestKind(lists, gvk, err)
 	}
 	return mp, err
 }

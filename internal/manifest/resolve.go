@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -14,6 +15,14 @@ import (
 // not serve the kind, any other error when it could not find out. Callers
 // wrap a discovery-backed RESTMapper.
 type ScopeFunc func(gvk schema.GroupVersionKind) (namespaced bool, err error)
+
+// kindSuggester is a ScopeFunc's error for a kind the destination does not
+// serve that knows what the manifest most likely meant ("it serves
+// Deployment as apiVersion \"apps/v1\""); the error then says that instead
+// of asking whether a CustomResourceDefinition is installed.
+type kindSuggester interface {
+	KindSuggestion() string
+}
 
 // Resolve settles the namespace of every object and checks the manifest as a
 // whole, reporting every problem at once, in manifest order:
@@ -112,9 +121,13 @@ func Resolve(objs []Object, defaultNamespace string, scope ScopeFunc) ([]Object,
 // scopeError reports a kind the ScopeFunc could not place.
 func scopeError(o Object, gvk schema.GroupVersionKind, err error) *Error {
 	if meta.IsNoMatchError(err) {
-		return &Error{Index: o.Index, Line: lineOr(o.KindLine, o.Line), Field: "kind", Reason: ReasonUnknownKind, err: err,
-			Message: fmt.Sprintf("the destination does not serve kind %q of apiVersion %q (is its CustomResourceDefinition installed?)",
-				gvk.Kind, gvk.GroupVersion().String())}
+		msg := fmt.Sprintf("the destination does not serve kind %q of apiVersion %q (is its CustomResourceDefinition installed?)",
+			gvk.Kind, gvk.GroupVersion().String())
+		var s kindSuggester
+		if errors.As(err, &s) {
+			msg = fmt.Sprintf("the destination does not serve kind %q of apiVersion %q: %s", gvk.Kind, gvk.GroupVersion().String(), s.KindSuggestion())
+		}
+		return &Error{Index: o.Index, Line: lineOr(o.KindLine, o.Line), Field: "kind", Reason: ReasonUnknownKind, err: err, Message: msg}
 	}
 	return &Error{Index: o.Index, Line: lineOr(o.KindLine, o.Line), Field: "kind", Reason: ReasonDiscoveryFailed, err: err,
 		Message: fmt.Sprintf("cannot tell whether %s of apiVersion %q is namespaced: %v", gvk.Kind, gvk.GroupVersion().String(), err)}

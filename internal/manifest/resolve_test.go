@@ -396,3 +396,21 @@ func TestResolveReturnsCopies(t *testing.T) {
 		t.Errorf("parsed object changed (-want +got):\n%s", diff)
 	}
 }
+
+// suggesting is a ScopeFunc's no-match error that knows what was meant.
+type suggesting struct{ error }
+
+func (suggesting) KindSuggestion() string { return `it serves Deployment as apiVersion "apps/v1"` }
+func (s suggesting) Unwrap() error        { return s.error }
+
+func TestResolveSaysWhatAnUnservedKindMeant(t *testing.T) {
+	objs := mustParse(t, "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata:\n  name: web\n")
+	scope := func(gvk schema.GroupVersionKind) (bool, error) {
+		return false, suggesting{&meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}}
+	}
+	_, errs := Resolve(objs, "default", scope)
+	want := `document 0 (line 2): kind: the destination does not serve kind "Deployment" of apiVersion "apps/v1beta1": it serves Deployment as apiVersion "apps/v1"`
+	if len(errs) != 1 || errs[0].Error() != want || errs[0].Reason != ReasonUnknownKind || !meta.IsNoMatchError(errs[0]) {
+		t.Fatalf("errors %v, want one UnknownKind: %s", errs, want)
+	}
+}

@@ -151,6 +151,21 @@ func TestDiffOfAFieldTheSchemaLacksSaysWhatToFix(t *testing.T) {
 	}
 }
 
+func TestDiffOfAnOldAPIVersionSaysTheServedOne(t *testing.T) {
+	ns := namespace(t)
+	file := filepath.Join(t.TempDir(), "vr.yaml")
+	def := "apiVersion: infrahub.operators.com/v1alpha1\nkind: VidraResource\nmetadata:\n  name: old\nspec:\n  manifest: |\n" +
+		indent("apiVersion: apps/v1beta1\nkind: Deployment\nmetadata:\n  name: web\n", "    ")
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, "diff", "-n", ns, "-f", file).expect(t, 2)
+	want := `the destination does not serve kind "Deployment" of apiVersion "apps/v1beta1": it serves Deployment as apiVersion "apps/v1"`
+	if !strings.Contains(res.stderr, want) {
+		t.Errorf("the diff does not name the served apiVersion; want %q in\n%s", want, res.stderr)
+	}
+}
+
 func TestDiffOfAManifestThatDoesNotParseSaysWhere(t *testing.T) {
 	ns := namespace(t)
 	ready(t, ns, "web", diffManifest)

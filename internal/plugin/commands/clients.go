@@ -85,12 +85,14 @@ func (h hinted) Unwrap() error { return h.err }
 
 // mapper is a RESTMapper on discovery held in memory for one command, reset
 // on a miss: a CRD created a moment ago is found.
-func mapper(cfg *rest.Config) (*restmapper.DeferredDiscoveryRESTMapper, error) {
+// The discovery it returns is the mapper's cache.
+func mapper(cfg *rest.Config) (*restmapper.DeferredDiscoveryRESTMapper, discovery.CachedDiscoveryInterface, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), nil
+	cached := memory.NewMemCacheClient(dc)
+	return restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil
 }
 
 // asServiceAccount returns cfg acting as ServiceAccount ns/sa, as the

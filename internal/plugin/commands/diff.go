@@ -150,11 +150,11 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 	if err != nil {
 		return 0, err
 	}
-	m, err := mapper(cfg)
+	m, dc, err := mapper(cfg)
 	if err != nil {
 		return 0, err
 	}
-	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m}, vr, objs)
+	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m, Discovery: dc}, vr, objs)
 	if err != nil {
 		var errs manifest.ErrorList
 		if errors.As(err, &errs) {

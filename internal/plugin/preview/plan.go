@@ -12,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -32,6 +34,9 @@ type Cluster struct {
 	// its spec.serviceAccountName, if any.
 	Client dynamic.Interface
 	Mapper Mapper
+	// Discovery, when set, is read for what a manifest naming a kind the
+	// cluster does not serve likely meant, as the operator says it.
+	Discovery discovery.DiscoveryInterface
 }
 
 // key identifies an object across versions of its API group, as the
@@ -51,7 +56,7 @@ func keyOf(u *unstructured.Unstructured) key {
 // resolve (a cluster-scoped object with a namespace, a duplicate, a kind
 // the destination does not serve).
 func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []manifest.Object) (*Result, error) {
-	resolved, errs := manifest.Resolve(objs, defaultNamespace(vr), scopeOf(c.Mapper))
+	resolved, errs := manifest.Resolve(objs, defaultNamespace(vr), scopeOf(c))
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -91,9 +96,13 @@ func defaultNamespace(vr *v1alpha1.VidraResource) string {
 	return vr.Namespace
 }
 
-func scopeOf(m Mapper) manifest.ScopeFunc {
+func scopeOf(c Cluster) manifest.ScopeFunc {
 	return func(gvk schema.GroupVersionKind) (bool, error) {
-		mp, err := mapping(m, gvk)
+		mp, err := mapping(c.Mapper, gvk)
+		if meta.IsNoMatchError(err) && c.Discovery != nil {
+			lists, _ := c.Discovery.ServerPreferredResources()
+			err = destination.SuggestKind(lists, gvk, err)
+		}
 		if err != nil {
 			return false, err
 		}
