@@ -116,7 +116,7 @@ func classify(p *planned, err error) *ObjectError {
 		oe.Reason = v1alpha1.ReasonUnknownKind
 	case apierrors.IsNotFound(err) && p.obj.GetNamespace() != "" && strings.Contains(msg, "namespaces"):
 		oe.Reason = v1alpha1.ReasonNamespaceNotFound
-		oe.Err = fmt.Errorf("namespace %q does not exist", p.obj.GetNamespace())
+		oe.Err = fmt.Errorf("namespace %q does not exist: create it, or add it to the manifest (Vidra applies Namespaces first)", p.obj.GetNamespace())
 	case apierrors.IsForbidden(err):
 		oe.Reason = v1alpha1.ReasonForbidden
 	case isImmutable(err):
