@@ -118,7 +118,7 @@ func classify(p *planned, err error) *ObjectError {
 		oe.Reason = v1alpha1.ReasonNamespaceNotFound
 		oe.Err = fmt.Errorf("namespace %q does not exist: create it, or add it to the manifest (Vidra applies Namespaces first)", p.obj.GetNamespace())
 	case apierrors.IsForbidden(err):
-		oe.Reason = v1alpha1.ReasonForbidden
+		oe.Reason, oe.Err = v1alpha1.ReasonForbidden, forbidden(err, p.obj.GetNamespace() == "")
 	case isImmutable(err):
 		oe.Reason, oe.Retry = v1alpha1.ReasonImmutableField, false
 		oe.Err = fmt.Errorf("%w (set spec.force to let Vidra recreate the object)", err)

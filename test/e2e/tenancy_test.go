@@ -76,7 +76,8 @@ func TestTenantServiceAccountCannotCreateClusterScopedObject(t *testing.T) {
 	ns := namespace(t)
 	user := tenant(t, ns)
 	target := ns + "-grab"
-	vr := tenantFails(t, ns, "cluster", fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", target), "Namespace "+target, user)
+	vr := tenantFails(t, ns, "cluster", fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", target), "Namespace "+target, user,
+		"needs get, create, patch and delete on namespaces cluster-wide (a ClusterRole and a ClusterRoleBinding)")
 	if !strings.Contains(strings.ToLower(readyMessage(vr)), "forbidden") {
 		t.Errorf("message does not say forbidden: %q", readyMessage(vr))
 	}
@@ -92,7 +93,8 @@ func TestTenantServiceAccountCannotWriteToAnotherNamespace(t *testing.T) {
 	other := namespace(t)
 	user := tenant(t, ns)
 	theirs := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: theirs\n  namespace: %s\ndata:\n  k: v\n", other)
-	tenantFails(t, ns, "reach", docs(configMap("mine", nil), theirs), "ConfigMap "+other+"/theirs", user)
+	tenantFails(t, ns, "reach", docs(configMap("mine", nil), theirs), "ConfigMap "+other+"/theirs", user,
+		"Vidra writes it as ServiceAccount "+ns+"/tenant, which needs get, create, patch and delete on configmaps in namespace "+other+" (a Role and a RoleBinding there)")
 	// What it may write is applied; what it may not is not.
 	waitObject(t, configMaps, ns, "mine", "was applied", exists)
 	// Retried, it still writes nothing there.

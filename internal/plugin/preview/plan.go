@@ -157,6 +157,9 @@ func planObject(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, obj 
 		live = nil
 	case err != nil:
 		out.Message = fmt.Sprintf("read %s: %v", out.Ref(), err)
+		if hint := apply.ForbiddenHint(err, want.GetNamespace() == ""); hint != "" {
+			out.Message += ": " + hint
+		}
 		return out
 	}
 	if live != nil {
@@ -194,6 +197,8 @@ func planObject(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, obj 
 		msg := apiMessage(err)
 		if e, ok := apply.SchemaRefusal(want, 0, err); ok {
 			msg = e.Error()
+		} else if hint := apply.ForbiddenHint(err, want.GetNamespace() == ""); hint != "" {
+			msg += ": " + hint
 		}
 		out.Message = fmt.Sprintf("the API server refuses the apply of %s: %s", out.Ref(), msg)
 		return out
