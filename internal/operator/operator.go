@@ -116,6 +116,20 @@ type Operator struct {
 	broadcaster record.EventBroadcaster
 	leading     atomic.Bool
 	member      *shard.Member
+
+	// served are the addresses the metrics and probe servers listen on,
+	// once Run has started them: with port 0 in the options, the kernel's
+	// choice, which a caller cannot know otherwise.
+	servedMu                    sync.Mutex
+	servedMetrics, servedProbes string
+}
+
+// ServedAddrs returns the addresses the metrics and probe servers listen
+// on, empty until Run has started them (or for a server that is off).
+func (o *Operator) ServedAddrs() (metrics, probes string) {
+	o.servedMu.Lock()
+	defer o.servedMu.Unlock()
+	return o.servedMetrics, o.servedProbes
 }
 
 // New builds the clients, informers and controller.

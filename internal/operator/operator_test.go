@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -52,16 +51,6 @@ func TestMain(m *testing.M) {
 func namespace(t *testing.T) string {
 	t.Helper()
 	return testenv.Namespace(t, kube, "op-")
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // instance is one operator run in-process, scoped to one namespace so that
@@ -133,11 +122,14 @@ func (i *instance) stop() error {
 
 func start(t *testing.T, ns string, mutate func(*operator.Options)) *instance {
 	t.Helper()
-	i := &instance{metrics: prometheus.NewRegistry(), metricsAddr: freeAddr(t), probeAddr: freeAddr(t), done: make(chan error, 1)}
+	i := &instance{metrics: prometheus.NewRegistry(), done: make(chan error, 1)}
 	cfg := rest.CopyConfig(env.Config)
+	// Port 0: the kernel picks a free port as the server binds it. A port
+	// found free first and bound later can be taken in between by the
+	// tests of other packages, which run at the same time.
 	opts := operator.Options{
 		Config: cfg, Namespace: ns, WatchNamespace: ns, Workers: 2, Linger: time.Second,
-		Metrics: i.metrics, MetricsAddr: i.metricsAddr, ProbeAddr: i.probeAddr,
+		Metrics: i.metrics, MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0",
 		OnReconcile: func(key cache.ObjectName, trigger controller.Trigger, _ string) {
 			i.mu.Lock()
 			defer i.mu.Unlock()
@@ -156,6 +148,19 @@ func start(t *testing.T, ns string, mutate func(*operator.Options)) *instance {
 	i.op, i.cancel = op, cancel
 	go func() { i.done <- op.Run(ctx) }()
 	t.Cleanup(func() { _ = i.stop() })
+	err = wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-i.done:
+			i.done <- err // for stop
+			return false, fmt.Errorf("the operator stopped as it started: %w", err)
+		default:
+		}
+		i.metricsAddr, i.probeAddr = op.ServedAddrs()
+		return i.metricsAddr != "" && i.probeAddr != "", nil
+	})
+	if err != nil {
+		t.Fatalf("metrics and probe servers: %v", err)
+	}
 	return i
 }
 

@@ -31,7 +31,7 @@ func (s servers) shutdown() {
 // that a standby replica reports ready and is scraped like the leader.
 func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 	var out servers
-	start := func(addr string, mux *http.ServeMux) error {
+	start := func(addr string, mux *http.ServeMux, served *string) error {
 		if addr == "" || addr == "0" {
 			return nil
 		}
@@ -39,6 +39,9 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", addr, err)
 		}
+		o.servedMu.Lock()
+		*served = l.Addr().String()
+		o.servedMu.Unlock()
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		out = append(out, srv)
 		go func() {
@@ -51,7 +54,7 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(o.opts.Metrics, promhttp.HandlerOpts{}))
-	if err := start(o.opts.MetricsAddr, metrics); err != nil {
+	if err := start(o.opts.MetricsAddr, metrics, &o.servedMetrics); err != nil {
 		return nil, err
 	}
 
@@ -72,7 +75,7 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	if err := start(o.opts.ProbeAddr, probes); err != nil {
+	if err := start(o.opts.ProbeAddr, probes, &o.servedProbes); err != nil {
 		out.shutdown()
 		return nil, err
 	}
