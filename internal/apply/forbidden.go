@@ -24,7 +24,7 @@ var forbiddenWrite = regexp.MustCompile(`User "([^"]+)" cannot ([a-z]+) resource
 // creation.
 func forbidden(err error, clusterScoped bool) error {
 	if hint := ForbiddenHint(err, clusterScoped); hint != "" {
-		return &hinted{err: err, hint: hint}
+		return fmt.Errorf("%w: %s", err, hint)
 	}
 	return err
 }
@@ -60,13 +60,3 @@ func ForbiddenHint(err error, clusterScoped bool) string {
 	return fmt.Sprintf("Vidra writes it as %s, which needs get, create, patch and delete on %s %s if this resource is to manage it; else leave the object out of the manifest",
 		who, resource, where)
 }
-
-// hinted is an API error followed by what to do about it; it unwraps to
-// the API error.
-type hinted struct {
-	err  error
-	hint string
-}
-
-func (e *hinted) Error() string { return e.err.Error() + ": " + e.hint }
-func (e *hinted) Unwrap() error { return e.err }

@@ -157,12 +157,13 @@ func describe(v any) string {
 		return "the string " + strconv.Quote(truncateValue(v))
 	case bool:
 		return strconv.FormatBool(v)
-	case int64, float64, int, int32:
-		return fmt.Sprintf("the number %v", v)
 	case map[string]any:
 		return "an object"
 	case []any:
 		return "a list"
+	}
+	if _, ok := toFloat(v); ok {
+		return fmt.Sprintf("the number %v", v)
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -180,11 +181,9 @@ func isNumber(s string) bool {
 }
 
 func isScalar(v any) bool {
-	switch v.(type) {
-	case bool, int64, float64, int, int32:
-		return true
-	}
-	return false
+	_, isBool := v.(bool)
+	_, isNumber := toFloat(v)
+	return isBool || isNumber
 }
 
 func isMap(v any) bool {

@@ -415,10 +415,7 @@ func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 		m.mu.Unlock()
 	}
 	if meta.IsNoMatchError(err) {
-		// What discovery could not list (an aggregated API down) is only
-		// not suggested.
-		lists, _ := m.discovery.ServerPreferredResources()
-		err = SuggestKind(lists, gvk, err)
+		err = SuggestKind(m.discovery, gvk, err)
 	}
 	return mp, err
 }

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 )
 
 // unservedKind is the mapper's error for a kind the destination does not
@@ -25,10 +26,11 @@ func (e *unservedKind) Unwrap() error { return e.err }
 func (e *unservedKind) KindSuggestion() string { return e.suggestion }
 
 // SuggestKind wraps err, a no-match error for gvk, with what the manifest
-// most likely meant among the kinds of lists (discovery's served
-// resources), so that the manifest package says it; it returns err as it
-// is when nothing served is close.
-func SuggestKind(lists []*metav1.APIResourceList, gvk schema.GroupVersionKind, err error) error {
+// most likely meant among the kinds d serves, so that the manifest package
+// says it; it returns err as it is when nothing served is close. What
+// discovery could not list (an aggregated API down) is only not suggested.
+func SuggestKind(d discovery.DiscoveryInterface, gvk schema.GroupVersionKind, err error) error {
+	lists, _ := d.ServerPreferredResources()
 	if s := suggestKind(gvk, servedKinds(lists)); s != "" {
 		return &unservedKind{err: err, suggestion: s}
 	}

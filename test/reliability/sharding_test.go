@@ -154,6 +154,7 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	// throughout. Retries are not counted, and a few more reconciles are
 	// allowed: a gained resource woken both by the rebalance and by its
 	// informer's first list, the repaired one's.
+	judged := 0
 	for _, i := range []int{0, 2} {
 		settle(t, ops[i])
 		gained := ops[i].metric(ctx, "vidra_shard_keys", nil) - keysBefore[i]
@@ -164,9 +165,13 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 			// decides the buckets); the other survivor keeps the rest.
 			continue
 		}
+		judged++
 		if since > gained+3 {
 			t.Errorf("%s reconciled %.0f times after the handoff, for %.0f resources gained: it verified again resources it kept", ids[i], since, gained)
 		}
+	}
+	if judged == 0 {
+		t.Errorf("neither survivor kept 8 resources of %d: the handoff's reconciles were not judged", shardResources)
 	}
 
 	// A replica that joins takes its share without a restart of the others.

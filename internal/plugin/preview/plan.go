@@ -100,8 +100,7 @@ func scopeOf(c Cluster) manifest.ScopeFunc {
 	return func(gvk schema.GroupVersionKind) (bool, error) {
 		mp, err := mapping(c.Mapper, gvk)
 		if meta.IsNoMatchError(err) && c.Discovery != nil {
-			lists, _ := c.Discovery.ServerPreferredResources()
-			err = destination.SuggestKind(lists, gvk, err)
+			err = destination.SuggestKind(c.Discovery, gvk, err)
 		}
 		if err != nil {
 			return false, err
