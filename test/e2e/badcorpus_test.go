@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -89,6 +90,10 @@ func TestBadInputCorpus(t *testing.T) {
 			waitEvent(t, ns, c.name, c.event, c.fragment)
 			if vr.Status.ManagedCount != 0 {
 				t.Errorf("a bad manifest applied objects: %+v", vr.Status.ManagedResources)
+			}
+			// Nothing applied: no health to judge, not a healthy set.
+			if !hasCondition(v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied)(vr) {
+				t.Errorf("Healthy of a resource that applied nothing: %+v", meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionHealthy))
 			}
 		})
 	}
