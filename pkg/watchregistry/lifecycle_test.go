@@ -697,5 +697,9 @@ func startOnShardOne(t *testing.T) (clients, string, *recorder, *watchregistry.R
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
 	track(t, r, "owner-a", ref)
 	waitState(t, r, ref, watchregistry.StateSynced)
+	// The ref turns Synced before the informer's goroutine wakes the owners
+	// of its first list; callers mark positions and count wakes after this,
+	// so the wake must have landed already.
+	rec.waitAfter(t, 0, "owner-a woken by the first list", isType(watchregistry.EventInitialList, "owner-a"))
 	return c, ns, rec, r, ref
 }
