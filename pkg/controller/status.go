@@ -40,7 +40,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		st.LastSyncTime = &now
 	}
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
-		st.LastHandledReconcileAt = v
+		st.LastHandledReconcileAt = handledRequest(v)
 	}
 	// A new generation (the manifest or the spec changed) starts a new
 	// wait for health.
@@ -280,7 +280,7 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 	}
 	st.ObservedGeneration = vr.Generation
 	if v, ok := vr.Annotations[v1alpha1.RequestedAtAnnotation]; ok {
-		st.LastHandledReconcileAt = v
+		st.LastHandledReconcileAt = handledRequest(v)
 	}
 	set := func(t string, reason string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -319,6 +319,23 @@ func joinErrors(errs []*apply.ObjectError) string {
 		parts = append(parts, e.Message())
 	}
 	return strings.Join(parts, "; ")
+}
+
+// maxRequestedAt bounds the echo of the requested-at annotation in status.
+// Annotations may hold 256 KiB, and a copy of that much in status could take
+// a resource with a large manifest past etcd's size limit, after which no
+// status write of it would succeed. The values tools write, timestamps, are
+// a few dozen bytes.
+const maxRequestedAt = 256
+
+// handledRequest is what status echoes of a requested-at value: the value
+// itself, or, over maxRequestedAt, its start and "...", so that a tool
+// waiting for its own longer value sees it was not echoed as it was.
+func handledRequest(v string) string {
+	if len(v) <= maxRequestedAt {
+		return v
+	}
+	return v[:maxRequestedAt-3] + "..."
 }
 
 func truncate(s string) string {

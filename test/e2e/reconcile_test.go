@@ -396,6 +396,17 @@ func TestRequestedAtTriggersReconcileAndIsEchoed(t *testing.T) {
 	})
 	// The hook runs after the status write the poll above saw.
 	waitCount(t, ns, "req", "one requested reconcile", func(by map[controller.Trigger]int) bool { return by["requested"] == 1 })
+
+	// A value as long as annotations allow is echoed cut short, not whole:
+	// status must stay writable whatever the annotation holds.
+	long := strings.Repeat("x", 200<<10)
+	updateVR(t, ns, "req", func(vr *v1alpha1.VidraResource) {
+		vr.Annotations = map[string]string{v1alpha1.RequestedAtAnnotation: long}
+	})
+	waitVR(t, ns, "req", "echoed the long request cut short", func(vr *v1alpha1.VidraResource) bool {
+		v := vr.Status.LastHandledReconcileAt
+		return len(v) == 256 && strings.HasPrefix(long, strings.TrimSuffix(v, "..."))
+	})
 }
 
 func TestSuspendStopsAndResumeRestores(t *testing.T) {

@@ -323,7 +323,8 @@ type VidraResourceStatus struct {
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
-	// that the last reconcile handled.
+	// that the last reconcile handled; a value longer than 256 bytes is
+	// echoed as its first 253 and "...".
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 

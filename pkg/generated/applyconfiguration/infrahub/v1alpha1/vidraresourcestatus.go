@@ -49,7 +49,8 @@ type VidraResourceStatusApplyConfiguration struct {
 	// LastSyncTime is when an apply last changed the destination.
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
-	// that the last reconcile handled.
+	// that the last reconcile handled; a value longer than 256 bytes is
+	// echoed as its first 253 and "...".
 	LastHandledReconcileAt *string `json:"lastHandledReconcileAt,omitempty"`
 	// HealthCheckStartTime is when Vidra began waiting for the objects of
 	// the observed generation to become healthy: spec.timeout runs from
