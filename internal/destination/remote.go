@@ -115,6 +115,9 @@ type remote struct {
 	hash   [sha256.Size]byte
 	cc     *clusterClients
 	exact  bool
+	// actual is the server of the context used: the one matching the key's
+	// server when exact, else the current context's.
+	actual string
 	err    error
 	// current is the breaker of the clients in use, read without mu by its
 	// callbacks: a breaker of clients replaced since must not act.
@@ -253,8 +256,18 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 			return nil, err
 		}
 		rk = remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
-		if cc, _, err = r.ensure(ctx, r.entry(rk), meta.ResourceVersion); err != nil {
+		e := r.entry(rk)
+		var exact bool
+		if cc, exact, err = r.ensure(ctx, e, meta.ResourceVersion); err != nil {
 			return nil, err
+		}
+		// A kubeconfig for another server is a mistake, not a choice: its
+		// current context would apply the manifests to a cluster the
+		// resource does not name, and record the one it names.
+		if u.server != "" && !exact {
+			return nil, fmt.Errorf("the kubeconfig in Secret %s/%s, key %s, has no context for destination.server %s (its current context is for %s): "+
+				"Vidra applies only to the server a resource names; set destination.server to the kubeconfig's, or add a context for %s to the kubeconfig",
+				u.namespace, u.secret, u.key, u.server, e.actualServer(), u.server)
 		}
 	} else if rk, cc, err = r.legacy(ctx, inf, u); err != nil {
 		return nil, err
@@ -531,7 +544,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		r.enqueueUsersOf(e.key)
 	}
 	rotated := e.cc != nil
-	e.cc, e.hash, e.exact, e.err = cc, hash, exact, nil
+	e.cc, e.hash, e.exact, e.actual, e.err = cc, hash, exact, server, nil
 	e.current.Store(cc.breaker)
 	// Registering (or replacing) the cluster restarts its informers on the
 	// new credentials, and tells the resources that watch through them.
@@ -543,6 +556,13 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 	}
 	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
 	return cc, exact, nil
+}
+
+// actualServer is the server of the context the clients were built for.
+func (e *remote) actualServer() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.actual
 }
 
 // inUse reports whether b is the breaker of the clients e serves, and e is

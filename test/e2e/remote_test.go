@@ -411,6 +411,16 @@ func testBadKubeconfigIsReported(t *testing.T, rc *remoteCluster) {
 		})
 		failsWithMessage(t, ns, "wrong-key", v1alpha1.ReasonDestinationError, `has no key "value"`, "kubeconfig")
 	})
+	// A kubeconfig for another server than the resource names: its current
+	// context must not stand in for the named one.
+	t.Run("other-server", func(t *testing.T) {
+		kubeconfigSecret(t, ns, "other-server", rc.kubeconfig, nil)
+		createVR(t, ns, "other-server", configMap("never", nil), toRemote(rc, "other-server"), func(vr *v1alpha1.VidraResource) {
+			vr.Spec.Destination.Server = "https://prod.example.com:6443"
+		})
+		failsWithMessage(t, ns, "other-server", v1alpha1.ReasonDestinationError,
+			"has no context for destination.server https://prod.example.com:6443 (its current context is for "+rc.server()+")")
+	})
 	if _, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "never", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("applied through a bad kubeconfig (err %v)", err)
 	}
