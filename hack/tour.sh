@@ -68,5 +68,8 @@ grep -q '^vidra_reconciles_total' <<<"$body" || fail "/metrics lacks vidra_recon
 grep -q '^vidra_drift_corrections_total' <<<"$body" || fail "/metrics lacks vidra_drift_corrections_total"
 ok
 
-kubectl delete -f "$root/manifests/samples/tenant.yaml" --wait=false >/dev/null 2>&1 || true
+step "the tenant sample deletes cleanly, its namespace included"
+kubectl delete -f "$root/manifests/samples/tenant.yaml" --ignore-not-found --timeout=90s >/dev/null ||
+	fail "deleting manifests/samples/tenant.yaml did not finish: $(kubectl get ns team-a 2>&1; kubectl -n team-a get vr -o wide 2>&1)"
+ok
 echo "the tour works as written"

@@ -293,16 +293,14 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 
 // namespacesTerminating returns a test of whether a namespace of the
 // destination is being deleted, which reads each namespace once. A
-// namespace that cannot be read (an impersonated ServiceAccount may not
-// read namespaces) counts as not terminating: its objects are deleted and
-// waited for as any.
+// namespace that cannot be read counts as not terminating: its objects are
+// deleted and waited for as any.
 func namespacesTerminating(ctx context.Context, target *destination.Target) func(string) bool {
 	seen := map[string]bool{}
 	return func(ns string) bool {
 		t, ok := seen[ns]
 		if !ok {
-			obj, err := target.Client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
-			t = err == nil && obj.GetDeletionTimestamp() != nil
+			t = target.NamespaceDeleting(ctx, ns)
 			seen[ns] = t
 		}
 		return t

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
@@ -51,6 +52,25 @@ type Target struct {
 	// ServiceAccount is the impersonated identity, namespace/name, or ""
 	// for the operator's own.
 	ServiceAccount string
+
+	// own reads with the operator's identity what is not the resource's to
+	// read (NamespaceDeleting).
+	own metadata.Interface
+}
+
+// NamespaceDeleting reports whether namespace ns of the destination is being
+// deleted, so that a cleanup leaves its objects to the namespace's deletion.
+// It asks with the operator's own identity: a ServiceAccount a resource acts
+// as seldom may read namespaces, and the RoleBinding that lets it act is
+// often deleted with the namespace, before the resource's cleanup runs. An
+// error (the namespace gone, or unreadable) counts as not being deleted.
+func (t *Target) NamespaceDeleting(ctx context.Context, ns string) bool {
+	c := t.own
+	if c == nil {
+		c = t.Meta
+	}
+	obj, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
+	return err == nil && obj.GetDeletionTimestamp() != nil
 }
 
 // clusterClients are the clients of one destination cluster: the
@@ -178,7 +198,7 @@ func (d *Resolver) Start(ctx context.Context) { d.remotes.start(ctx) }
 
 // Local is the cluster Vidra runs in, with the operator's own identity.
 func (d *Resolver) Local() *Target {
-	return &Target{Cluster: LocalCluster, Client: d.local.client, Meta: d.local.meta, Mapper: d.local.mapper}
+	return &Target{Cluster: LocalCluster, Client: d.local.client, Meta: d.local.meta, Mapper: d.local.mapper, own: d.local.meta}
 }
 
 // Resolve returns the destination of vr. The identity is decided first, so
@@ -201,7 +221,7 @@ func (d *Resolver) Resolve(ctx context.Context, vr *v1alpha1.VidraResource) (*Ta
 	} else {
 		d.remotes.release(key)
 	}
-	dest := &Target{Cluster: cc.name, Client: cc.client, Meta: cc.meta, Mapper: cc.mapper}
+	dest := &Target{Cluster: cc.name, Client: cc.client, Meta: cc.meta, Mapper: cc.mapper, own: cc.meta}
 	if sa == "" {
 		return dest, nil
 	}

@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -57,8 +61,10 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	case err != nil && !del:
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", err), vr.Status.ManagedResources)
 	case err != nil:
-		c.event(vr, true, "CleanupFailed", "Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
-		return syncResult{}, fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
+		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		c.event(vr, true, "CleanupFailed", "%s", msg)
+		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
+			c.writeDeleting(ctx, vr, msg))
 	}
 	pending, failed, err := c.engine.Cleanup(ctx, vr, target, del, !moved)
 	if err != nil && empty {
@@ -69,8 +75,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			// that must not hold the deletion.
 			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
 		}
-		c.event(vr, true, "CleanupFailed", "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
-		return syncResult{}, err
+		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		c.event(vr, true, "CleanupFailed", "%s", msg)
+		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg))
 	}
 	if pending > 0 {
 		// An error, so that the wait backs off through the work queue's rate
@@ -78,8 +85,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		// per second for as long as it takes. Vidra's own deletions do not
 		// wake the resource (they are expected writes).
 		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", pending)
-		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry},
-			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending)
+		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry}, errors.Join(
+			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending),
+			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", count(pending, "managed object"))))
 	}
 	if del {
 		c.event(vr, false, "Deleted", "Deleted %s", count(len(vr.Status.ManagedResources), "managed object"))
@@ -113,4 +121,31 @@ func (c *Controller) abandon(ctx context.Context, key cache.ObjectName, vr *v1al
 	klog.FromContext(ctx).Info("Finalized without cleanup", "deletionPolicy", vr.Spec.DeletionPolicy, "reason", why, "leftBehind", len(left))
 	c.forget(key)
 	return syncResult{}, nil
+}
+
+// writeDeleting shows in the status a deletion that has not finished, and
+// why: the Ready condition of the last reconcile would otherwise go on
+// saying all is well (kubectl get shows it) while the resource hangs in
+// deletion, and the Event alone scrolls away.
+func (c *Controller) writeDeleting(ctx context.Context, vr *v1alpha1.VidraResource, msg string) error {
+	now := metav1.NewTime(c.clock.Now())
+	st := vr.Status.DeepCopy()
+	// Marking the resource for deletion raised its generation.
+	st.ObservedGeneration = vr.Generation
+	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling} {
+		s := metav1.ConditionTrue
+		if t == v1alpha1.ConditionReady {
+			s = metav1.ConditionFalse
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: v1alpha1.ReasonDeleting, Message: truncate(msg), ObservedGeneration: vr.Generation, LastTransitionTime: now,
+		})
+	}
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+	if equality.Semantic.DeepEqual(vr.Status, *st) {
+		return nil
+	}
+	vr = vr.DeepCopy()
+	vr.Status = *st
+	return c.updateStatus(ctx, vr)
 }

@@ -7,6 +7,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -151,4 +152,50 @@ func TestResourceThatAppliedNothingIsDeletedWithoutCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, vrResource, ns, "nothing", "was deleted")
+}
+
+// Deleting a tenant's namespace deletes, in no set order, the RoleBinding
+// that lets the resource's ServiceAccount act and the resource itself: its
+// cleanup, refused as that ServiceAccount, must leave the objects to the
+// namespace's deletion rather than hold the namespace in Terminating.
+func TestTenantNamespaceDeletedWithItsRBACIsNotHeld(t *testing.T) {
+	ns := tenantAppThenRevoke(t)
+	if err := kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, vrResource, ns, "app", "was deleted")
+	waitGone(t, namespaces, "", ns, "was deleted")
+}
+
+// A cleanup its ServiceAccount may no longer do says so in the status, where
+// kubectl get shows it, not only in an Event; Orphan then lets it finish.
+func TestCleanupRefusedShowsInTheStatus(t *testing.T) {
+	ns := tenantAppThenRevoke(t)
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVR(t, ns, "app", "Ready False, Deleting, naming the refusal and the way out", func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDeleting &&
+			c.ObservedGeneration == vr.Generation && vr.Status.ObservedGeneration == vr.Generation &&
+			strings.Contains(c.Message, "forbidden") && strings.Contains(c.Message, "deletionPolicy to Orphan")
+	})
+	waitEvent(t, ns, "app", "CleanupFailed", "forbidden")
+	updateVR(t, ns, "app", func(vr *v1alpha1.VidraResource) { vr.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan })
+	waitGone(t, vrResource, ns, "app", "was deleted once orphaning")
+	waitObject(t, configMaps, ns, "a", "was left in place", exists)
+}
+
+// tenantAppThenRevoke creates resource "app" of a ConfigMap acting as the
+// tenant, waits until it is Ready, then takes the tenant's rights away.
+func tenantAppThenRevoke(t *testing.T) string {
+	t.Helper()
+	ns := namespace(t)
+	tenant(t, ns)
+	createVR(t, ns, "app", configMap("a", nil), asTenant)
+	waitReady(t, ns, "app")
+	if err := kube.RbacV1().RoleBindings(ns).Delete(t.Context(), "tenant-configmaps", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
