@@ -18,7 +18,8 @@
 // objects are in the way, who keeps changing them back (state.go), and
 // which objects of other resources' manifests it owns (claims), so that
 // letting go of an object hands it over rather than deleting it from under
-// the resource that declares it too.
+// the resource that declares it too, when that resource's identity may
+// manage it (handover.go).
 //
 // Failures are ObjectErrors with the condition reason a person acts on and
 // whether a retry may succeed (errors.go); the controller turns a Pass's

@@ -42,7 +42,17 @@ const (
 	// keptByAnnotation: released, not deleted, because the object's
 	// prune: disabled annotation asks so.
 	keptByAnnotation
+	// pruneRefused: a Namespace or CRD the resource may not prune, and that
+	// nobody who may manage it declares; it stays.
+	pruneRefused
 )
+
+// maxClaimantsReviewed bounds the claimants of one object whose access is
+// reviewed when it is let go: two reviews each, on a path that runs when an
+// object leaves a resource, which many resources claiming one object must
+// not turn into a storm. Past it the object goes as if nobody declared it,
+// and the claimants that may manage it create it again.
+const maxClaimantsReviewed = 4
 
 // prune deletes (or, with spec.prune false, releases) the objects of the
 // inventory that left the manifest. Only objects that still carry this
@@ -57,13 +67,8 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 		if desired[key] {
 			continue
 		}
-		if doPrune && holdsOthers(key) && !pass.VR.Spec.PruneNamespacesAndCRDs && !e.claimed(pass.Target.Cluster, key, pass.VR.UID) {
-			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneRefused,
-				Err: fmt.Errorf("left the manifest but was not deleted: deleting a %s deletes everything in it, whoever owns it; set spec.pruneNamespacesAndCRDs to true to let Vidra delete it, or delete it by hand and Vidra forgets it", key.kind)})
-			kept = append(kept, m)
-			continue
-		}
-		what, err := e.letGo(ctx, pass.Target, pass.VR, m, doPrune)
+		refuse := doPrune && holdsOthers(key) && !pass.VR.Spec.PruneNamespacesAndCRDs
+		what, err := e.letGo(ctx, pass.Target, pass.VR, m, doPrune, refuse)
 		if err != nil {
 			e.metrics.Prunes.WithLabelValues("error").Inc()
 			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneFailed, Retry: true, Err: err})
@@ -71,6 +76,11 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 			continue
 		}
 		switch what {
+		case pruneRefused:
+			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneRefused,
+				Err: fmt.Errorf("left the manifest but was not deleted: deleting a %s deletes everything in it, whoever owns it; set spec.pruneNamespacesAndCRDs to true to let Vidra delete it, or delete it by hand and Vidra forgets it", key.kind)})
+			kept = append(kept, m)
+			continue
 		case deleted:
 			e.metrics.Prunes.WithLabelValues("success").Inc()
 			pass.Out.Pruned = append(pass.Out.Pruned, key.String())
@@ -86,13 +96,6 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 	return kept
 }
 
-// claimed reports whether another live VidraResource declares the object,
-// which letGo then hands over rather than deletes.
-func (e *Engine) claimed(cluster string, key ObjectKey, uid types.UID) bool {
-	_, ok := e.claimant(cluster, key, uid)
-	return ok
-}
-
 // holdsOthers reports the kinds whose deletion deletes other objects, which
 // need not be Vidra's: a Namespace takes its objects along, a
 // CustomResourceDefinition its custom resources.
@@ -101,11 +104,13 @@ func holdsOthers(k ObjectKey) bool {
 }
 
 // letGo deletes one managed object (del) or strips Vidra's marks from it.
-// When another live VidraResource declares the object, it is handed over to
-// that resource instead, whatever del says: deleting it would take it from
-// under its other declarer, and stripping the marks would leave it
-// unmanaged, which that resource must not adopt.
-func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, del bool) (letGoResult, error) {
+// When another live VidraResource declares the object and its identity may
+// manage it, it is handed over to that resource instead, whatever del says:
+// deleting it would take it from under its other declarer, and stripping the
+// marks would leave it unmanaged, which that resource must not adopt. With
+// refuse (a Namespace or CRD the resource may not prune), an object nobody
+// may take over is left as it is (pruneRefused).
+func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, del, refuse bool) (letGoResult, error) {
 	gv, err := schema.ParseGroupVersion(m.APIVersion)
 	if err != nil {
 		return nothingToLetGo, nil
@@ -130,18 +135,46 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) {
 		return nothingToLetGo, nil
 	}
-	logger := klog.FromContext(ctx).WithValues("object", inventoryKey(m).String())
+	key := inventoryKey(m)
+	logger := klog.FromContext(ctx).WithValues("object", key.String())
+	var refused []handoverRefusal
 	if live.GetDeletionTimestamp() == nil {
-		if to, ok := e.claimant(dest.Cluster, inventoryKey(m), vr.UID); ok {
-			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), live, to); err != nil {
+		claims := e.claimants(dest.Cluster, key, vr.UID)
+		if len(claims) > maxClaimantsReviewed {
+			logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "reviewed", maxClaimantsReviewed)
+			claims = claims[:maxClaimantsReviewed]
+		}
+		for _, c := range claims {
+			denied, err := mayManage(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name)
+			if err != nil {
+				return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", c.vr.Namespace, c.vr.Name, key, err)
+			}
+			if denied != "" {
+				refused = append(refused, handoverRefusal{to: c, denied: denied})
+				continue
+			}
+			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), live, c.vr); err != nil {
 				return nothingToLetGo, err
 			}
-			logger.Info("Handed object over to another VidraResource that declares it", "to", to.Namespace+"/"+to.Name)
-			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", inventoryKey(m), to.Namespace, to.Name)
-			e.enqueue(cache.ObjectName{Namespace: to.Namespace, Name: to.Name})
+			logger.Info("Handed object over to another VidraResource that declares it", "to", c.vr.Namespace+"/"+c.vr.Name)
+			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, c.vr.Namespace, c.vr.Name)
+			e.enqueue(cache.MetaObjectToName(c.vr))
+			e.handoverRefused(ctx, vr, key, refused, outcomeOf(handedOver, vr, c.vr))
 			return handedOver, nil
 		}
 	}
+	what := pruneRefused
+	if !refuse {
+		if what, err = e.dispose(ctx, logger, client, ref, key, live, del); err != nil {
+			return nothingToLetGo, err
+		}
+	}
+	e.handoverRefused(ctx, vr, key, refused, outcomeOf(what, vr, nil))
+	return what, nil
+}
+
+// dispose deletes (del) or releases an object of vr that nobody takes over.
+func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client dynamic.ResourceInterface, ref watchregistry.Ref, key ObjectKey, live *unstructured.Unstructured, del bool) (letGoResult, error) {
 	if !del {
 		logger.V(2).Info("Releasing object")
 		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
@@ -157,9 +190,9 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	e.registry.ExpectDelete(ref, live)
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
-	err = client.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nothingToLetGo, fmt.Errorf("delete %s: %w", inventoryKey(m), err)
+		return nothingToLetGo, fmt.Errorf("delete %s: %w", key, err)
 	}
 	return deleted, nil
 }
@@ -271,7 +304,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		if del && m.Namespace != "" && terminating(m.Namespace) {
 			continue
 		}
-		what, err := e.letGo(ctx, target, vr, m, del)
+		what, err := e.letGo(ctx, target, vr, m, del, false)
 		if err != nil {
 			errs = append(errs, err)
 			failed = append(failed, m)

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -43,6 +45,9 @@ type resourceState struct {
 	// engine's mu.
 	claims        map[ObjectKey]bool
 	claimsCluster string
+	// claimsAs is the identity the claims were made with on claimsCluster:
+	// an object is handed over only when it may manage it (mayManage).
+	claimsAs claimIdentity
 	// history are the last drift corrections, newest first, and reported
 	// the drift listed under driftPolicy Report; both start from the
 	// resource's status (load).
@@ -127,28 +132,66 @@ func (e *Engine) setClaims(r *Pass) {
 	r.st.claims = claims
 	if r.Target != nil {
 		r.st.claimsCluster = r.Target.Cluster
+		r.st.claimsAs = claimIdentity{client: r.Target.Client, serviceAccount: r.Target.ServiceAccount,
+			spec: identitySpec{serviceAccountName: r.VR.Spec.ServiceAccountName, destination: *r.VR.Spec.Destination.DeepCopy()}}
 	}
 }
 
-// claimant returns a live VidraResource, other than the one of uid, that
-// declares the object of key on cluster and found it owned by another, or
-// false when there is none.
-func (e *Engine) claimant(cluster string, key ObjectKey, uid types.UID) (*v1alpha1.VidraResource, bool) {
+// claimIdentity is who a claimant acts as on the cluster of its claims.
+type claimIdentity struct {
+	// client acts with the claimant's identity: its ServiceAccount, or the
+	// operator's own.
+	client dynamic.Interface
+	// serviceAccount names it, namespace/name, or "" for the operator.
+	serviceAccount string
+	// spec is what decided that identity when the claims were recorded.
+	spec identitySpec
+}
+
+// identitySpec is the part of a VidraResource's spec its identity on a
+// cluster follows from.
+type identitySpec struct {
+	serviceAccountName string
+	destination        v1alpha1.Destination
+}
+
+func (s identitySpec) of(vr *v1alpha1.VidraResource) bool {
+	return s.serviceAccountName == vr.Spec.ServiceAccountName && equality.Semantic.DeepEqual(s.destination, vr.Spec.Destination)
+}
+
+// claim is a live VidraResource that declares an object another owns,
+// with the identity it would manage it with.
+type claim struct {
+	vr *v1alpha1.VidraResource
+	as claimIdentity
+}
+
+// claimants returns the live VidraResources, other than the one of uid,
+// that declare the object of key on cluster and found it owned by another,
+// in a stable order so that of several the same one wins on every try. A
+// claim recorded before its resource's ServiceAccount or destination changed
+// is left out: the identity it was made with is no longer the resource's,
+// and its next reconcile records it again.
+func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID) []claim {
+	type candidate struct {
+		uid types.UID
+		as  claimIdentity
+	}
 	e.mu.Lock()
-	candidates := map[cache.ObjectName]types.UID{}
+	candidates := map[cache.ObjectName]candidate{}
 	for k, st := range e.states {
 		if st.uid != uid && st.claimsCluster == cluster && st.claims[key] {
-			candidates[k] = st.uid
+			candidates[k] = candidate{uid: st.uid, as: st.claimsAs}
 		}
 	}
 	e.mu.Unlock()
-	// In a stable order, so that of several claimants the same one wins on
-	// every try.
+	var out []claim
 	for _, k := range slices.SortedFunc(maps.Keys(candidates), func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) }) {
+		c := candidates[k]
 		vr, err := e.owners.VidraResources(k.Namespace).Get(k.Name)
-		if err == nil && vr.UID == candidates[k] && vr.DeletionTimestamp == nil && !vr.Spec.Suspend {
-			return vr, true
+		if err == nil && vr.UID == c.uid && vr.DeletionTimestamp == nil && !vr.Spec.Suspend && c.as.client != nil && c.as.spec.of(vr) {
+			out = append(out, claim{vr: vr, as: c.as})
 		}
 	}
-	return nil, false
+	return out
 }

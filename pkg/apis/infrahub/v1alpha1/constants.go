@@ -141,6 +141,11 @@ const (
 	// resource deleted) while another VidraResource declares it; it was
 	// handed to that resource, not deleted.
 	ReasonHandedOver = "HandedOver"
+	// ReasonHandoverRefused: an object left a resource while another
+	// VidraResource declares it, but that resource's identity may not patch
+	// and delete it, so it was deleted (or released) as if nobody declared
+	// it, rather than handed over.
+	ReasonHandoverRefused = "HandoverRefused"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for

@@ -1,0 +1,122 @@
+package apply
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
+)
+
+// reviewer answers SelfSubjectAccessReviews from allowed (verb to answer),
+// or with err, and records what it was asked.
+func reviewer(t *testing.T, allowed map[string]bool, err error) (*dynamicfake.FakeDynamicClient, *[]authorizationv1.ResourceAttributes) {
+	t.Helper()
+	client := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	var asked []authorizationv1.ResourceAttributes
+	client.PrependReactor("create", "selfsubjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		u := a.(clienttesting.CreateAction).GetObject().(*unstructured.Unstructured)
+		var review authorizationv1.SelfSubjectAccessReview
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &review); err != nil {
+			t.Fatal(err)
+		}
+		asked = append(asked, *review.Spec.ResourceAttributes)
+		if err != nil {
+			return true, nil, err
+		}
+		review.Status.Allowed = allowed[review.Spec.ResourceAttributes.Verb]
+		obj, convErr := runtime.DefaultUnstructuredConverter.ToUnstructured(&review)
+		if convErr != nil {
+			t.Fatal(convErr)
+		}
+		return true, &unstructured.Unstructured{Object: obj}, nil
+	})
+	return client, &asked
+}
+
+func TestMayManageAsksForPatchAndDeleteOfThatObject(t *testing.T) {
+	rolebindings := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+	for _, tc := range []struct {
+		name    string
+		allowed map[string]bool
+		err     error
+		denied  string
+		fails   bool
+	}{
+		{name: "may patch and delete", allowed: map[string]bool{"patch": true, "delete": true}},
+		{name: "may only read", allowed: map[string]bool{"get": true}, denied: "may not patch it"},
+		{name: "may patch, not delete", allowed: map[string]bool{"patch": true}, denied: "may not delete it"},
+		{name: "may not review", err: apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("no")), denied: "may not create selfsubjectaccessreviews"},
+		{name: "no answer", err: apierrors.NewServiceUnavailable("down"), fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, asked := reviewer(t, tc.allowed, tc.err)
+			denied, err := mayManage(t.Context(), client, rolebindings, "victim", "temp-access")
+			if tc.fails != (err != nil) {
+				t.Fatalf("err = %v, want an error: %v", err, tc.fails)
+			}
+			if tc.denied == "" && denied != "" || !strings.Contains(denied, tc.denied) {
+				t.Errorf("denied = %q, want %q", denied, tc.denied)
+			}
+			for _, a := range *asked {
+				if a.Group != rolebindings.Group || a.Resource != "rolebindings" || a.Namespace != "victim" || a.Name != "temp-access" || a.Subresource != "" {
+					t.Errorf("asked about another object: %+v", a)
+				}
+			}
+			if tc.denied == "" && !tc.fails && (len(*asked) != 2 || (*asked)[0].Verb != "patch" || (*asked)[1].Verb != "delete") {
+				t.Errorf("asked %+v, want patch then delete", *asked)
+			}
+		})
+	}
+}
+
+// A claim is made with the identity its resource had then; once the
+// resource names another ServiceAccount or destination, the claim says
+// nothing of what the resource may do, and is left out until its next
+// reconcile records it again.
+func TestClaimantsLeaveOutClaimsOfAnEarlierIdentity(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	e := New(Options{Owners: listers.NewVidraResourceLister(indexer)})
+	key := ObjectKey{kind: "ConfigMap", namespace: "app", name: "shared"}
+	claimant := func(name, sa string, uid types.UID) *v1alpha1.VidraResource {
+		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: uid}}
+		vr.Spec.ServiceAccountName = sa
+		if err := indexer.Add(vr); err != nil {
+			t.Fatal(err)
+		}
+		client, _ := reviewer(t, nil, nil)
+		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: uid, claims: map[ObjectKey]bool{key: true},
+			claimsAs: claimIdentity{client: client, serviceAccount: "app/" + sa, spec: identitySpec{serviceAccountName: sa}}}
+		return vr
+	}
+	claimant("b-same", "deployer", "uid-b")
+	changed := claimant("a-changed", "deployer", "uid-a")
+	changed = changed.DeepCopy()
+	changed.Spec.ServiceAccountName = "reader"
+	if err := indexer.Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	got := e.claimants("", key, "uid-owner")
+	if len(got) != 1 || got[0].vr.Name != "b-same" {
+		names := []string{}
+		for _, c := range got {
+			names = append(names, c.vr.Name)
+		}
+		t.Fatalf("claimants = %v, want [b-same]", names)
+	}
+	if got := e.claimants("", key, "uid-b"); len(got) != 0 {
+		t.Errorf("the owner itself counts as a claimant: %v", got)
+	}
+}
