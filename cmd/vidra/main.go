@@ -44,6 +44,8 @@ type flags struct {
 	allowHTTP             bool
 	cidrDeny              string
 	workers               int
+	reconcileTimeout      time.Duration
+	slowAnswer            time.Duration
 	qps                   float64
 	burst                 int
 	logLevel              string
@@ -78,6 +80,8 @@ func main() {
 	fs.BoolVar(&f.allowHTTP, "allow-http-destinations", false, "accept remote destinations whose server is plain http:// (credentials and manifests in clear text)")
 	fs.StringVar(&f.cidrDeny, "destination-cidr-deny", "169.254.0.0/16,fe80::/10", "comma-separated CIDRs remote destinations may not connect to, checked on the resolved address; the default keeps out link-local (cloud metadata) addresses; empty denies nothing")
 	fs.IntVar(&f.workers, "workers", operator.DefaultWorkers, "VidraResources reconciled in parallel")
+	fs.DurationVar(&f.reconcileTimeout, "reconcile-timeout", operator.DefaultReconcileTimeout, "how long one reconcile may work on its destination; past it the reconcile stops, reports what it did and is retried with backoff, so that no resource holds a worker longer (negative: no limit)")
+	fs.DurationVar(&f.slowAnswer, "destination-slow-answer", destination.DefaultSlowAnswer, "how long a remote destination's API server may take to answer a request before Vidra treats it as unavailable for 30s")
 	// Converging 1,000 resources takes about 400 requests a second on two
 	// cores; a lower client-side limit, not the API server, set the pace in
 	// the bench. The API server's priority and fairness protects it.
@@ -183,8 +187,9 @@ func run(ctx context.Context, f flags) error {
 		DefaultServiceAccount:           f.defaultServiceAccount,
 		TrustedNamespaces:               splitList(f.trustedNamespaces),
 		AllowCrossNamespaceDependencies: f.crossNamespaceDeps,
-		RemoteGuard:                     destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny},
+		RemoteGuard:                     destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny, SlowAnswer: f.slowAnswer},
 		Workers:                         f.workers,
+		ReconcileTimeout:                f.reconcileTimeout,
 		Linger:                          f.linger,
 	})
 	if err != nil {

@@ -90,8 +90,12 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	vr := pass.VR
 	previous := inventorySet(pass.Inventory)
 	// A destination that stops answering mid-pass fails every object the
-	// same way; one message says it better than one per object.
-	defer func() { pass.Out.Errs = collapseUnreachable(pass.Out.Errs) }()
+	// same way; one message says it better than one per object. So does a
+	// pass that runs out of time, its deadline cutting the last requests.
+	var visited, total int
+	defer func() {
+		pass.Out.Errs = collapseUnreachable(collapseOutOfTime(ctx, pass.Out.Errs, visited, total))
+	}()
 
 	objs, perrs := e.parsed.parse(pass.key, vr)
 	if len(perrs) > 0 {
@@ -150,18 +154,27 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	// in this manifest cannot be mapped before those CRDs are served, so the
 	// first mapping of stage 1 reports nothing.
 	all := append(slices.Clone(stage0), stage1...)
+	total = len(all)
+	// Past the reconcile's deadline nothing more is asked of the
+	// destination: mapping an unknown kind reads discovery, whose requests
+	// know no deadline but their own.
+	outOfTime := func() bool { return destination.OutOfTime(ctx) != nil }
 	e.mapAll(pass, stage0, true)
-	e.mapAll(pass, stage1, false)
-	e.track(ctx, pass, all)
-	e.applyStage(ctx, pass, mapped(stage0))
-	if oe := e.waitEstablished(ctx, pass, crds); oe != nil {
-		pass.Out.Errs = append(pass.Out.Errs, oe)
+	if !outOfTime() {
+		e.mapAll(pass, stage1, false)
 	}
-	if len(mapped(stage1)) < len(stage1) {
+	e.track(ctx, pass, all)
+	visited += e.applyStage(ctx, pass, mapped(stage0))
+	if !outOfTime() {
+		if oe := e.waitEstablished(ctx, pass, crds); oe != nil {
+			pass.Out.Errs = append(pass.Out.Errs, oe)
+		}
+	}
+	if len(mapped(stage1)) < len(stage1) && !outOfTime() {
 		e.mapAll(pass, stage1, true)
 		e.track(ctx, pass, all)
 	}
-	e.applyStage(ctx, pass, mapped(stage1))
+	visited += e.applyStage(ctx, pass, mapped(stage1))
 
 	if !pass.report {
 		clear(pass.st.reported)
@@ -276,14 +289,19 @@ func DefaultNamespace(vr *v1alpha1.VidraResource) string {
 	return vr.Namespace
 }
 
-// applyStage applies objects in order, stopping at nothing: every object
-// gets its chance and every failure is reported.
-func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) {
-	for _, p := range objs {
+// applyStage applies objects in order, stopping at nothing but the
+// reconcile's deadline: every object gets its chance and every failure is
+// reported. It returns how many objects it went through.
+func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) int {
+	for i, p := range objs {
+		if destination.OutOfTime(ctx) != nil {
+			return i
+		}
 		if oe := e.applyObject(ctx, pass, p); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
 		}
 	}
+	return len(objs)
 }
 
 // waitEstablished waits briefly for CRDs of this manifest to be served, so

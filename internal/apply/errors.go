@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,6 +56,25 @@ func collapseUnreachable(errs []*ObjectError) []*ObjectError {
 		}
 	}
 	return errs
+}
+
+// collapseOutOfTime replaces the errors of requests that a reconcile's
+// deadline cut short by one that says so: they say nothing of the objects.
+// Errors met before the deadline stay.
+func collapseOutOfTime(ctx context.Context, errs []*ObjectError, visited, total int) []*ObjectError {
+	oot := destination.OutOfTime(ctx)
+	if oot == nil {
+		return errs
+	}
+	kept := []*ObjectError{{Index: -1, Reason: v1alpha1.ReasonReconcileTimeout, Retry: true, Err: fmt.Errorf(
+		"%w after %d of %d objects: what it did is kept, and the next reconciles, with backoff, go on from there; a destination that answers slowly is the usual cause",
+		oot, visited, total)}}
+	for _, e := range errs {
+		if !errors.Is(e.Err, context.DeadlineExceeded) {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // manifestErrors turns parse and resolve errors into object errors, keeping

@@ -601,12 +601,14 @@ func secretKeys(data map[string][]byte) []string {
 // (checked addresses, no proxy) and have answers that are not a Kubernetes
 // API server's replaced; impersonating clients copy all of it.
 func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
-	b := newBreaker(server, r.clock)
+	b := newBreaker(server, r.clock, r.guard.slow)
 	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
 	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
-	// The breaker sits outermost: a replaced answer is still an answer.
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrap)
+	// The breaker sits outermost: a replaced answer is still an answer, and
+	// the time to read it whole is part of the answer's time.
 	watchCfg := rest.CopyConfig(cfg)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)

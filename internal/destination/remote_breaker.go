@@ -18,6 +18,32 @@ import (
 // every object of every retry.
 const breakerCooldown = 2 * time.Second
 
+// DefaultSlowAnswer is how long a remote API server may take to answer a
+// request before Vidra treats it as unavailable. API servers answer in
+// milliseconds; an admission webhook may add a few seconds. A server that
+// answers every request just under remoteTimeout trips nothing else, yet
+// holds a shared worker for the whole of each request, and a reconcile of
+// many objects for minutes: every other namespace waits for a worker.
+const DefaultSlowAnswer = 5 * time.Second
+
+// slowCooldown is how long requests to a server that answered too slowly
+// fail at once. It is longer than breakerCooldown: a slow server is up,
+// and answers its trial fast or slowly at its owner's will; what matters is
+// how often it may hold a worker for a slow answer again.
+const slowCooldown = 30 * time.Second
+
+// slowAnswerError says that a server answered, but after the time Vidra
+// waits for an answer: the server is taken for unavailable.
+type slowAnswerError struct {
+	method, path string
+	took, limit  time.Duration
+}
+
+func (e *slowAnswerError) Error() string {
+	return fmt.Sprintf("it answered %s %s after %s, and Vidra treats a server slower than %s as unavailable (requests to it fail for %s, then are tried again)",
+		e.method, e.path, e.took.Round(100*time.Millisecond), e.limit, slowCooldown)
+}
+
 // unreachableError reports that a destination's API server could not be
 // reached at all (connection refused, timeout, TLS failure), as opposed to an
 // answer from it. It is reported as DestinationError.
@@ -51,7 +77,9 @@ func Unreachable(err error) error {
 // clients (requests, discovery, informers, impersonated clients alike).
 // After a connection-level failure it fails requests fast for a cooldown,
 // then lets one trial request through at a time; the first response of any
-// kind closes it again.
+// kind closes it again. An answer to a request a reconcile waits for that
+// comes after slow counts as a failure: a server that answers just under
+// the request timeout would otherwise hold workers without end.
 //
 // Its transitions wake the cluster's resources: onTrip, because reconciles
 // served from the informers' caches make no request and would otherwise go
@@ -60,13 +88,15 @@ func Unreachable(err error) error {
 type breaker struct {
 	server    string
 	clock     clock.PassiveClock
+	slow      time.Duration
 	onTrip    func()
 	onRecover func()
 
 	mu       sync.Mutex
 	err      error // the last connection error; nil while closed
 	failedAt time.Time
-	trial    bool // a trial request is in flight
+	cooldown time.Duration // of the last failure
+	trial    bool          // a trial request is in flight
 	// answeredAt is when a request last got an answer. A server that hangs
 	// (accepts connections, answers nothing) trips nothing while reconciles
 	// read from caches and its watches wait in silence; how long it has
@@ -81,8 +111,13 @@ func (b *breaker) answeredWithin(d time.Duration) bool {
 	return !b.answeredAt.IsZero() && b.clock.Since(b.answeredAt) < d
 }
 
-func newBreaker(server string, clk clock.PassiveClock) *breaker {
-	return &breaker{server: server, clock: clk}
+// newBreaker returns the breaker of server; slow is the time an answer may
+// take, zero meaning DefaultSlowAnswer.
+func newBreaker(server string, clk clock.PassiveClock, slow time.Duration) *breaker {
+	if slow <= 0 {
+		slow = DefaultSlowAnswer
+	}
+	return &breaker{server: server, clock: clk, slow: slow}
 }
 
 // isOpen reports whether the last request failed at the connection level.
@@ -98,7 +133,7 @@ func (b *breaker) isOpen() bool {
 func (b *breaker) check() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil && (b.trial || b.clock.Since(b.failedAt) < breakerCooldown) {
+	if b.err != nil && (b.trial || b.clock.Since(b.failedAt) < b.cooldown) {
 		return &unreachableError{server: b.server, err: b.err}
 	}
 	return nil
@@ -112,18 +147,23 @@ func (b *breaker) before() (trial bool, err error) {
 	if b.err == nil {
 		return false, nil
 	}
-	if b.trial || b.clock.Since(b.failedAt) < breakerCooldown {
+	if b.trial || b.clock.Since(b.failedAt) < b.cooldown {
 		return false, &unreachableError{server: b.server, err: b.err}
 	}
 	b.trial = true
 	return true, nil
 }
 
-// after records the outcome of a request admitted by before.
-func (b *breaker) after(trial bool, req *http.Request, err error) {
+// after records the outcome of a request admitted by before, which took
+// took; timed says whether a worker waited for it, and its time counts.
+func (b *breaker) after(trial bool, req *http.Request, err error, took time.Duration, timed bool) {
 	b.mu.Lock()
 	if trial {
 		b.trial = false
+	}
+	cooldown := breakerCooldown
+	if err == nil && timed && took >= b.slow {
+		err, cooldown = &slowAnswerError{method: req.Method, path: req.URL.Path, took: took, limit: b.slow}, slowCooldown
 	}
 	switch {
 	case err == nil:
@@ -134,12 +174,12 @@ func (b *breaker) after(trial bool, req *http.Request, err error) {
 			b.onRecover()
 		}
 		return
-	case errors.Is(req.Context().Err(), context.Canceled):
+	case callerGaveUp(req):
 		// The caller gave up (an informer stopping, a reconcile cancelled at
-		// shutdown): that says nothing about the server.
+		// shutdown or out of time): that says nothing about the server.
 	default:
 		tripped := b.err == nil
-		b.err, b.failedAt = err, b.clock.Now()
+		b.err, b.failedAt, b.cooldown = err, b.clock.Now(), cooldown
 		b.mu.Unlock()
 		if tripped && b.onTrip != nil {
 			b.onTrip()
@@ -149,15 +189,25 @@ func (b *breaker) after(trial bool, req *http.Request, err error) {
 	b.mu.Unlock()
 }
 
-// wrap is a rest.Config WrapTransport: it sits right above the TLS
-// transport, so it sees dial and handshake errors before anything else.
+// wrap is a rest.Config WrapTransport of the clients reconciles wait on: it
+// sits above the TLS transport and the answer guard, so it sees dial and
+// handshake errors before anything else, and times answers read whole.
 func (b *breaker) wrap(rt http.RoundTripper) http.RoundTripper {
+	return &breakerTransport{b: b, next: rt, timed: true}
+}
+
+// wrapUntimed is wrap for the informers' clients, whose lists and watches
+// run on the informers' goroutines, never on a worker's: a long list of a
+// large cluster is no sign of a hostile server, and a watch lasts minutes
+// by design. Their failures still trip the breaker.
+func (b *breaker) wrapUntimed(rt http.RoundTripper) http.RoundTripper {
 	return &breakerTransport{b: b, next: rt}
 }
 
 type breakerTransport struct {
-	b    *breaker
-	next http.RoundTripper
+	b     *breaker
+	next  http.RoundTripper
+	timed bool
 }
 
 func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -165,12 +215,23 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
+	start := t.b.clock.Now()
 	resp, err := t.next.RoundTrip(req)
-	t.b.after(trial, req, err)
-	if err != nil && !errors.Is(req.Context().Err(), context.Canceled) {
+	// A watch's answer returns with its headers; what follows is a stream
+	// whose length says nothing.
+	t.b.after(trial, req, err, t.b.clock.Since(start), t.timed && !isWatch(req))
+	if err != nil && !callerGaveUp(req) {
 		return nil, &unreachableError{server: t.b.server, err: err}
 	}
 	return resp, err
+}
+
+// callerGaveUp reports a request whose context its caller ended: cancelled,
+// or out of the time of a reconcile (WithReconcileDeadline). A request's own
+// timeout is a failure of the server.
+func callerGaveUp(req *http.Request) bool {
+	ctx := req.Context()
+	return errors.Is(ctx.Err(), context.Canceled) || OutOfTime(ctx) != nil
 }
 
 // WrappedRoundTripper lets client-go reach the transport underneath, to

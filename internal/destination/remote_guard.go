@@ -30,6 +30,10 @@ type Guard struct {
 	// to, checked on the address a server's name resolves to when it is
 	// dialled. Nil means DefaultDenyCIDRs; an empty slice denies nothing.
 	DenyCIDRs []netip.Prefix
+	// SlowAnswer is how long a remote server may take to answer a request
+	// a reconcile waits for before Vidra treats it as unavailable; zero
+	// means DefaultSlowAnswer.
+	SlowAnswer time.Duration
 }
 
 // DefaultDenyCIDRs are the link-local ranges, where clouds serve instance
@@ -62,6 +66,7 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 type remoteGuard struct {
 	allowHTTP bool
 	deny      []netip.Prefix
+	slow      time.Duration
 	dialer    *net.Dialer
 	resolver  *net.Resolver
 }
@@ -79,6 +84,7 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 	return &remoteGuard{
 		allowHTTP: g.AllowHTTP,
 		deny:      deny,
+		slow:      g.SlowAnswer,
 		// The timeouts of client-go's own dialer.
 		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver: net.DefaultResolver,

@@ -126,7 +126,7 @@ func (s *stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func TestBreakerFailsFastAfterAConnectionError(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	b := newBreaker("https://remote.example", clk)
+	b := newBreaker("https://remote.example", clk, 0)
 	var tripped, recovered int
 	b.onTrip = func() { tripped++ }
 	b.onRecover = func() { recovered++ }

@@ -34,8 +34,9 @@ import (
 
 // Defaults of Options, which the command's flags show too.
 const (
-	DefaultWorkers       = 8
-	DefaultConfigMapName = "vidra-config"
+	DefaultWorkers          = 8
+	DefaultConfigMapName    = "vidra-config"
+	DefaultReconcileTimeout = controller.DefaultReconcileTimeout
 )
 
 // Options configure an Operator. Zero values take the defaults.
@@ -62,6 +63,8 @@ type Options struct {
 	RemoteGuard destination.Guard
 	// Workers is the number of reconciles run in parallel.
 	Workers int
+	// ReconcileTimeout bounds one reconcile (see controller.Options).
+	ReconcileTimeout time.Duration
 	// Linger is how long an informer nobody needs keeps running.
 	Linger time.Duration
 	// OnReconcile is passed to the controller (see controller.Options).
@@ -245,6 +248,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			Registerer:                      opts.Metrics,
 			QueueMetrics:                    newQueueMetrics(opts.Metrics),
 			Linger:                          opts.Linger,
+			ReconcileTimeout:                opts.ReconcileTimeout,
 			OnReconcile:                     opts.OnReconcile,
 			Shard:                           shardOpt,
 		})

@@ -95,6 +95,12 @@ type Options struct {
 	// MaxRetries caps the rate-limited retries of one failing key; after
 	// that it waits for the next interval or event. Default 20.
 	MaxRetries int
+	// ReconcileTimeout bounds the work of one reconcile on its destination:
+	// past it the reconcile stops, keeps and reports what it did, and is
+	// retried with backoff. It bounds how long a free worker can be out of
+	// reach of other namespaces. Zero means DefaultReconcileTimeout; a
+	// negative value, no limit.
+	ReconcileTimeout time.Duration
 	// Shard, when set, is this replica's share of the VidraResources of a
 	// sharded operator: it reconciles only the keys Shard lets it enter,
 	// and ShardChanged must be called when the share changes.
@@ -162,6 +168,13 @@ type Controller struct {
 	selectors []string
 }
 
+// DefaultReconcileTimeout is the default of Options.ReconcileTimeout. A
+// reconcile of thousands of objects on a cluster that answers in
+// milliseconds takes seconds; a minute is room for that, for a CRD to be
+// served (10 s) and an object to be recreated (30 s), and yet another
+// namespace's resource waits for a worker a minute at most.
+const DefaultReconcileTimeout = time.Minute
+
 // maxShareSelectors caps the informers a replica runs per resource for the
 // buckets it gained one rebalance at a time; past it, a rebalance lists the
 // whole share again, under one selector.
@@ -180,6 +193,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}
+	}
+	if opts.ReconcileTimeout == 0 {
+		opts.ReconcileTimeout = DefaultReconcileTimeout
 	}
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 20

@@ -71,7 +71,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 	}
 
 	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
-	inventoryCluster := c.reconcile(ctx, pass)
+	// The deadline covers the work on the destination, not the status
+	// write, which reports what was done before it ran out.
+	rctx, cancel := destination.WithReconcileDeadline(ctx, c.opts.ReconcileTimeout)
+	inventoryCluster := c.reconcile(rctx, pass)
+	cancel()
 	c.explainMissingServiceAccount(ctx, pass)
 	c.engine.Finish(pass)
 	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}

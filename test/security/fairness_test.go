@@ -2,10 +2,20 @@ package security_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -55,4 +65,106 @@ func TestTenantBacklogDoesNotStarveAnotherNamespace(t *testing.T) {
 	}
 	// The noisy tenant's resources keep failing, and are reported so.
 	waitVR(t, noisy, "noisy-0", "reported its missing namespace", hasCondition(v1alpha1.ConditionReady, "False", v1alpha1.ReasonForbidden))
+}
+
+// TestSlowRemoteServerDoesNotHoldEveryWorker: one tenant points as many
+// resources as there are workers, through a Secret each, at a server of its
+// own that answers every request correctly but slowly, under the request
+// timeout. Once every worker waits on it, another namespace's resource is
+// created: it must get a worker within about one slow answer, because the
+// breaker takes a server slower than --destination-slow-answer (5 s) for
+// unavailable, and the tenant's reconciles then end at once. Before, each
+// of them went on through every object's discovery and the other resource
+// waited 1m43s.
+func TestSlowRemoteServerDoesNotHoldEveryWorker(t *testing.T) {
+	// Over the 5 s limit, under the 15 s request timeout.
+	const delay = 8 * time.Second
+	stop := make(chan struct{})
+	held := make(chan struct{})
+	var hits, inFlight atomic.Int64
+	var heldOnce sync.Once
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/version" {
+			fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.1"}`)
+			return
+		}
+		if inFlight.Add(1) >= operatorWorkers {
+			heldOnce.Do(func() { close(held) })
+		}
+		defer inFlight.Add(-1)
+		select {
+		case <-time.After(delay):
+		case <-stop:
+			return
+		case <-r.Context().Done():
+			return
+		}
+		switch r.URL.Path {
+		case "/api":
+			fmt.Fprint(w, `{"kind":"APIVersions","apiVersion":"v1","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1"}]}`)
+		case "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[]}`)
+		case "/apis":
+			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	t.Cleanup(func() { close(stop); srv.Close() })
+
+	attacker := tenantNamespace(t)
+	serviceAccount(t, attacker, "deployer")
+	grant(t, attacker, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["remote"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: pemCertificate(srv)}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: "tenant-token"}
+	cfg.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "user"}
+	cfg.CurrentContext = "remote"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Objects of a kind no cluster knows: each mapping reads discovery,
+	// three slow requests, and there are two per resource.
+	manifest := "apiVersion: example.com/v1\nkind: Slow\nmetadata: {name: a}\n---\napiVersion: example.com/v1\nkind: Slow\nmetadata: {name: b}\n"
+	for i := range operatorWorkers {
+		// A Secret each: separate clients, so separate breakers.
+		name := fmt.Sprintf("remote-%d", i)
+		if _, err := kube.CoreV1().Secrets(attacker).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"kubeconfig": data},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createVR(t, attacker, fmt.Sprintf("slow-%d", i), manifest, func(vr *v1alpha1.VidraResource) {
+			vr.Spec.ServiceAccountName = "deployer"
+			vr.Spec.Destination.Server = srv.URL
+			vr.Spec.Destination.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: name, Key: "kubeconfig"}
+		})
+	}
+	victim := tenant(t)
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatalf("the slow server never had a request of every worker at once (%d requests)", hits.Load())
+	}
+
+	start := time.Now()
+	createVR(t, victim, "innocent", cmDoc("innocent"), asServiceAccount("deployer"))
+	waitVR(t, victim, "innocent", "became Ready", isReady)
+	took := time.Since(start)
+	t.Logf("another namespace's one-ConfigMap resource became Ready %v after every worker waited on the slow server; it got %d requests", took, hits.Load())
+	// One slow answer in flight, and the victim's own reconcile.
+	if bound := delay + 5*time.Second; took > bound {
+		t.Errorf("another namespace's resource waited %v for a worker; at most %v (one slow answer) expected", took, bound)
+	}
+
+	// The tenant is told why.
+	msg := readyMessageOf(t, attacker, "slow-0", v1alpha1.ReasonDestinationError)
+	if !strings.Contains(msg, "answered") || !strings.Contains(msg, "slower than 5s as unavailable") {
+		t.Errorf("message does not say the server was too slow: %s", msg)
+	}
+	t.Logf("Ready: %s", msg)
 }

@@ -107,6 +107,10 @@ const (
 	ReasonManifestTooLarge   = "ManifestTooLarge"
 	ReasonWaitingForCRD      = "WaitingForCRD"
 	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonReconcileTimeout: the reconcile ran out of its time
+	// (--reconcile-timeout) before it went through every object; it goes on
+	// with backoff.
+	ReasonReconcileTimeout = "ReconcileTimeout"
 	// ReasonAllCurrent: every managed object is healthy.
 	ReasonAllCurrent = "AllCurrent"
 	// ReasonNothingApplied: the resource manages no object because it

@@ -1,0 +1,132 @@
+package destination
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// slowTransport answers 200 after took, on a fake clock, and counts the
+// requests that reached it; with a context that ended, it fails as a real
+// transport does.
+type slowTransport struct {
+	clk   *clocktesting.FakeClock
+	took  time.Duration
+	calls int
+}
+
+func (s *slowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.calls++
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	s.clk.Step(s.took)
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+func roundTrip(ctx context.Context, rt http.RoundTripper, url string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := rt.RoundTrip(req)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	return err
+}
+
+func TestBreakerTreatsASlowAnswerAsAFailure(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := newBreaker("https://remote.example", clk, 5*time.Second)
+	var tripped, recovered int
+	b.onTrip = func() { tripped++ }
+	b.onRecover = func() { recovered++ }
+	stub := &slowTransport{clk: clk, took: 12 * time.Second}
+	rt := b.wrap(stub)
+
+	// The slow answer itself is kept: what it brought is right, only late.
+	if err := roundTrip(t.Context(), rt, "https://remote.example/api"); err != nil || tripped != 1 {
+		t.Fatalf("slow answer: err %v, tripped %d", err, tripped)
+	}
+	// Then the server is unavailable, past the cooldown of a connection
+	// error too, and the reason names the time and the limit.
+	clk.Step(breakerCooldown)
+	err := roundTrip(t.Context(), rt, "https://remote.example/apis")
+	if !IsUnreachable(err) || stub.calls != 1 || b.check() == nil {
+		t.Fatalf("after a slow answer: err %v, calls %d", err, stub.calls)
+	}
+	for _, want := range []string{"https://remote.example", "answered GET /api after 12s", "slower than 5s as unavailable"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// After the slow cooldown one trial goes through; answered in time, it
+	// closes the breaker.
+	clk.Step(slowCooldown - breakerCooldown)
+	stub.took = time.Millisecond
+	if err := roundTrip(t.Context(), rt, "https://remote.example/apis"); err != nil || stub.calls != 2 || recovered != 1 || b.isOpen() {
+		t.Fatalf("trial in time: err %v, calls %d, recovered %d, open %v", err, stub.calls, recovered, b.isOpen())
+	}
+	// A trial answered slowly opens it again, for another slow cooldown.
+	stub.took = 6 * time.Second
+	if err := roundTrip(t.Context(), rt, "https://remote.example/apis"); err != nil || tripped != 2 {
+		t.Fatalf("second slow answer: err %v, tripped %d", err, tripped)
+	}
+	clk.Step(slowCooldown - time.Millisecond)
+	if err := roundTrip(t.Context(), rt, "https://remote.example/apis"); !IsUnreachable(err) || stub.calls != 3 {
+		t.Fatalf("within the second cooldown: err %v, calls %d", err, stub.calls)
+	}
+}
+
+func TestBreakerTimesOnlyWhatWorkersWaitFor(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := newBreaker("https://remote.example", clk, 5*time.Second)
+	stub := &slowTransport{clk: clk}
+	timed, untimed := b.wrap(stub), b.wrapUntimed(stub)
+	cases := []struct {
+		name string
+		rt   http.RoundTripper
+		url  string
+		took time.Duration
+	}{
+		{"an answer just under the limit", timed, "https://remote.example/api", 5*time.Second - time.Millisecond},
+		{"a watch, which answers with its headers and then streams", timed, "https://remote.example/api/v1/configmaps?watch=true", time.Minute},
+		{"an informer's list of a large cluster", untimed, "https://remote.example/api/v1/configmaps", time.Minute},
+	}
+	for _, c := range cases {
+		stub.took = c.took
+		if err := roundTrip(t.Context(), c.rt, c.url); err != nil || b.isOpen() {
+			t.Errorf("%s: err %v, open %v", c.name, err, b.isOpen())
+		}
+	}
+}
+
+func TestBreakerIgnoresRequestsCutByTheReconcileDeadline(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := newBreaker("https://remote.example", clk, 5*time.Second)
+	stub := &slowTransport{clk: clk}
+	rt := b.wrap(stub)
+	ctx, cancel := WithReconcileDeadline(t.Context(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if OutOfTime(ctx) == nil {
+		t.Fatalf("OutOfTime(%v) = nil after the deadline", context.Cause(ctx))
+	}
+	err := roundTrip(ctx, rt, "https://remote.example/api")
+	if err == nil || IsUnreachable(err) || b.isOpen() {
+		t.Fatalf("request cut by the reconcile's deadline: err %v, open %v", err, b.isOpen())
+	}
+	// A request's own timeout is the server's failure.
+	tctx, tcancel := context.WithTimeout(t.Context(), time.Nanosecond)
+	defer tcancel()
+	<-tctx.Done()
+	if OutOfTime(tctx) != nil {
+		t.Fatal("OutOfTime reports a plain timeout")
+	}
+	if err := roundTrip(tctx, rt, "https://remote.example/api"); !IsUnreachable(err) || !errors.Is(err, context.DeadlineExceeded) || !b.isOpen() {
+		t.Fatalf("request's own timeout: err %v, open %v", err, b.isOpen())
+	}
+}
