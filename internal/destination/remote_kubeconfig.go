@@ -52,7 +52,7 @@ var kubeconfigCodec = func() runtime.Codec {
 // bounds above.
 func loadKubeconfig(data []byte) (*clientcmdapi.Config, error) {
 	if len(data) > maxKubeconfigBytes {
-		return nil, fmt.Errorf("kubeconfig is %d bytes, over the limit of %d bytes (%d KiB); keep only the context Vidra needs (kubectl config view --minify --flatten)",
+		return nil, fmt.Errorf("%d bytes, over the limit of %d bytes (%d KiB); keep only the context Vidra needs (kubectl config view --minify --flatten)",
 			len(data), maxKubeconfigBytes, maxKubeconfigBytes>>10)
 	}
 	js, err := manifest.DocumentJSON(string(data), maxKubeconfigNodes)
