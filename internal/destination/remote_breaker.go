@@ -27,6 +27,10 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
+	if tooLarge := (*answerTooLargeError)(nil); errors.As(e.err, &tooLarge) {
+		// The server answered, too much: it says so itself.
+		return tooLarge.Error()
+	}
 	return fmt.Sprintf("API server %s is unreachable: %v", e.server, e.err)
 }
 
@@ -147,6 +151,18 @@ func (b *breaker) after(trial bool, req *http.Request, err error) {
 		return
 	}
 	b.mu.Unlock()
+}
+
+// fail records a failure found after a request got its answer (a watch
+// event over its limit), as after records one of the request itself.
+func (b *breaker) fail(err error) {
+	b.mu.Lock()
+	tripped := b.err == nil
+	b.err, b.failedAt = err, b.clock.Now()
+	b.mu.Unlock()
+	if tripped && b.onTrip != nil {
+		b.onTrip()
+	}
 }
 
 // wrap is a rest.Config WrapTransport: it sits right above the TLS

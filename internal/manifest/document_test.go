@@ -30,7 +30,7 @@ func TestDocumentJSON(t *testing.T) {
 func TestDocumentJSONRefuses(t *testing.T) {
 	tests := []struct {
 		name, text, want string
-		reason         string
+		reason           string
 	}{
 		{"nodes", "a: [" + strings.Repeat("0,", 400) + "0]\n", "line 1: holds more than 1000 nodes", ReasonManifestTooLarge},
 		{"JSON nodes", `{"a":[` + strings.Repeat("0,", 400) + "0]}", "holds more than 1000 nodes", ReasonManifestTooLarge},
