@@ -182,18 +182,20 @@ func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 // a server that sends them is not one to keep reading from.
 const (
 	// maxAnswerBytes bounds an answer of the request clients: one object
-	// (etcd refuses objects over 1.5 MiB by default) or one discovery
-	// document (aggregated discovery of a cluster with a thousand CRDs is
-	// a few MiB).
-	maxAnswerBytes = 16 << 20
+	// (etcd refuses objects over 1.5 MiB by default, about 3 MiB as JSON at
+	// most) or one discovery document (aggregated discovery of a cluster
+	// with 2,500 CRDs is about 1.5 MiB). Each worker may be reading one, and
+	// an answer is held two or three times over while it is decoded: eight
+	// workers at this limit stay within about 200 MiB.
+	maxAnswerBytes = 8 << 20
 	// maxListBytes bounds an answer of the informers' clients, a list of the
 	// objects of one kind that carry Vidra's labels: 40 objects of etcd's
-	// largest, or tens of thousands of usual ones. A list the API server
-	// sends in pages is bounded per page.
+	// largest, or tens of thousands of usual ones. Larger sets on one
+	// cluster need more memory than the operator's default limit anyway.
 	maxListBytes = 64 << 20
 	// maxEventBytes bounds one event of a watch stream, which holds one
 	// object.
-	maxEventBytes = 16 << 20
+	maxEventBytes = 8 << 20
 	// informerRequestTimeout bounds the requests of the informers' clients
 	// that are not watches (their lists): those clients have no timeout, as
 	// a watch is one long request, and a list trickling in must not hold
