@@ -206,7 +206,7 @@ const (
 // answerLimits bounds what one client reads of a server's answers.
 type answerLimits struct {
 	// answer bounds a successful answer that is not a watch's; error
-	// answers are bounded by maxErrorBody.
+	// answers are cut at maxErrorBody.
 	answer int64
 	// event bounds one event of a watch stream.
 	event int64
@@ -343,22 +343,29 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 		return answerStream, nil, nil
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
-	limit, what := t.limits.answer, "an answer"
-	if !ok2xx {
-		limit, what = maxErrorBody, "an error answer"
-	}
-	if resp.ContentLength > limit {
-		return answerForeign, nil, &answerTooLargeError{server: t.server, what: what, limit: limit}
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return answerForeign, nil, err
-	}
-	if int64(len(body)) > limit {
-		return answerForeign, nil, &answerTooLargeError{server: t.server, what: what, limit: limit}
+	var body []byte
+	if ok2xx {
+		limit := t.limits.answer
+		if resp.ContentLength > limit {
+			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+		}
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1)); err != nil {
+			return answerForeign, nil, err
+		}
+		if int64(len(body)) > limit {
+			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+		}
+	} else {
+		// An error answer is the server's say on one request, not a
+		// failure of the server: one too long to be a Status is cut, and
+		// then fails the checks below.
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody)); err != nil {
+			return answerForeign, nil, err
+		}
 	}
 	if protobuf {
-		// client-go's protobuf decoding errors never quote the body.
+		// client-go's protobuf decoding errors never quote the body; a cut
+		// error answer fails to decode.
 		return answerKubernetes, body, nil
 	}
 	if ok2xx && req.URL.Path == "/version" {
