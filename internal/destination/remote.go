@@ -597,7 +597,8 @@ func secretKeys(data map[string][]byte) []string {
 
 // newRemoteClients builds the clients of one remote cluster: for requests,
 // with a timeout; for informers, without one, since a watch is one long
-// request. Both go through one circuit breaker, dial through the guard
+// request (their lists get one from the guard), and with room for lists in
+// an answer. Both go through one circuit breaker, dial through the guard
 // (checked addresses, no proxy) and have answers that are not a Kubernetes
 // API server's replaced; impersonating clients copy all of it.
 func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
@@ -605,10 +606,11 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
 	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
 	// The breaker sits outermost: a replaced answer is still an answer, and
-	// the time to read it whole is part of the answer's time.
+	// the time to read it whole is part of the answer's time; one over its
+	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server), b.wrapUntimed)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)

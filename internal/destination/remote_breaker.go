@@ -53,6 +53,10 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
+	if tooLarge := (*answerTooLargeError)(nil); errors.As(e.err, &tooLarge) {
+		// The server answered, too much: it says so itself.
+		return tooLarge.Error()
+	}
 	return fmt.Sprintf("API server %s is unreachable: %v", e.server, e.err)
 }
 
@@ -187,6 +191,18 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 		return
 	}
 	b.mu.Unlock()
+}
+
+// fail records a failure found after a request got its answer (a watch
+// event over its limit), as after records one of the request itself.
+func (b *breaker) fail(err error) {
+	b.mu.Lock()
+	tripped := b.err == nil
+	b.err, b.failedAt, b.cooldown = err, b.clock.Now(), breakerCooldown
+	b.mu.Unlock()
+	if tripped && b.onTrip != nil {
+		b.onTrip()
+	}
 }
 
 // wrap is a rest.Config WrapTransport of the clients reconciles wait on: it

@@ -69,6 +69,9 @@ type remoteGuard struct {
 	slow      time.Duration
 	dialer    *net.Dialer
 	resolver  *net.Resolver
+	// requests and informers bound the answers of the request clients and
+	// of the informers' clients; tests make them small.
+	requests, informers answerLimits
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -86,8 +89,10 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		deny:      deny,
 		slow:      g.SlowAnswer,
 		// The timeouts of client-go's own dialer.
-		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		resolver: net.DefaultResolver,
+		dialer:    &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		resolver:  net.DefaultResolver,
+		requests:  answerLimits{answer: maxAnswerBytes, event: maxEventBytes},
+		informers: answerLimits{answer: maxListBytes, event: maxEventBytes, timeout: informerRequestTimeout},
 	}, nil
 }
 
@@ -176,18 +181,88 @@ func (g *remoteGuard) dial(ctx context.Context, network, address string) (net.Co
 // the proxy's, and the proxy would reach denied ranges on Vidra's behalf.
 func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 
+// The limits of what remote clients read of one answer. A tenant chooses the
+// server, which may be their own: without them, one 200 MiB answer read whole
+// took the heap to 2.5 GiB, ten times the operator's memory limit. An answer
+// over its limit fails the request and opens the server's circuit breaker:
+// a server that sends them is not one to keep reading from.
+const (
+	// maxAnswerBytes bounds an answer of the request clients: one object
+	// (etcd refuses objects over 1.5 MiB by default, about 3 MiB as JSON at
+	// most) or one discovery document (aggregated discovery of a cluster
+	// with 2,500 CRDs is about 1.5 MiB). Each worker may be reading one, and
+	// an answer is held two or three times over while it is decoded: eight
+	// workers at this limit stay within about 200 MiB.
+	maxAnswerBytes = 8 << 20
+	// maxListBytes bounds an answer of the informers' clients, a list of the
+	// objects of one kind that carry Vidra's labels: 40 objects of etcd's
+	// largest, or tens of thousands of usual ones. Larger sets on one
+	// cluster need more memory than the operator's default limit anyway.
+	maxListBytes = 64 << 20
+	// maxEventBytes bounds one event of a watch stream, which holds one
+	// object.
+	maxEventBytes = 8 << 20
+	// informerRequestTimeout bounds the requests of the informers' clients
+	// that are not watches (their lists): those clients have no timeout, as
+	// a watch is one long request, and a list trickling in must not hold
+	// its informer forever.
+	informerRequestTimeout = 2 * time.Minute
+)
+
+// answerLimits bounds what one client reads of a server's answers.
+type answerLimits struct {
+	// answer bounds a successful answer that is not a watch's; error
+	// answers are cut at maxErrorBody.
+	answer int64
+	// event bounds one event of a watch stream.
+	event int64
+	// timeout bounds a request that is not a watch, 0 for none (the
+	// client's own timeout applies).
+	timeout time.Duration
+}
+
+// answerTooLargeError says that a server sent more than Vidra reads of one
+// answer or watch event.
+type answerTooLargeError struct {
+	server string
+	what   string
+	limit  int64
+}
+
+func (e *answerTooLargeError) Error() string {
+	return fmt.Sprintf("the API server at %s sent %s over %s, more than Vidra reads from a remote cluster; is destination.server a Kubernetes API server?",
+		e.server, e.what, byteSize(e.limit))
+}
+
+// byteSize writes a limit as people read it.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // wrapAnswers is a rest.Config WrapTransport for remote clients: answers
 // that are not a Kubernetes API server's are replaced before client-go
 // reads them. client-go copies a text body into its error, and a JSON body
 // without a kind into its decoding error, and those errors end in status
 // conditions and Events, which tenants read: any server Vidra can reach
-// would otherwise answer the tenant through them.
-func (g *remoteGuard) wrapAnswers(server string) func(http.RoundTripper) http.RoundTripper {
-	return func(rt http.RoundTripper) http.RoundTripper { return &answerGuard{server: server, next: rt} }
+// would otherwise answer the tenant through them. Answers and watch events
+// over limits fail; failed, if not nil, is told of a watch event over its
+// limit, found after the request succeeded (the circuit breaker's fail).
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error)) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return &answerGuard{server: server, limits: limits, failed: failed, next: rt}
+	}
 }
 
 type answerGuard struct {
 	server string
+	limits answerLimits
+	failed func(error)
 	next   http.RoundTripper
 }
 
@@ -196,16 +271,35 @@ type answerGuard struct {
 const maxErrorBody = 64 << 10
 
 func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	watch := isWatch(req)
+	if t.limits.timeout > 0 && !watch {
+		// Every answer but a watch's is read whole below, before the
+		// deadline is let go.
+		ctx, cancel := context.WithTimeout(req.Context(), t.limits.timeout)
+		defer cancel()
+		req = req.WithContext(ctx)
+	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp == nil {
 		return resp, err
 	}
-	ok, body, rerr := kubernetesAnswer(req, resp)
-	if rerr != nil {
+	verdict, body, rerr := t.kubernetesAnswer(req, resp)
+	switch {
+	case rerr != nil:
 		resp.Body.Close()
+		var tooLarge *answerTooLargeError
+		if errors.As(rerr, &tooLarge) {
+			klog.FromContext(req.Context()).V(2).Info("Refused an answer over its limit",
+				"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "limit", tooLarge.limit)
+			return nil, rerr
+		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
-	}
-	if ok {
+	case verdict == answerStream:
+		resp.Body = &eventLimitBody{
+			body: resp.Body, guard: t, protobuf: strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf"),
+		}
+		return resp, nil
+	case verdict == answerKubernetes:
 		if body != nil {
 			resp.Body = io.NopCloser(bytes.NewReader(body))
 		}
@@ -220,58 +314,175 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 // WrappedRoundTripper lets client-go reach the transport underneath.
 func (t *answerGuard) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// kubernetesAnswer reports whether resp looks like an answer of a
-// Kubernetes API server: JSON or protobuf, an error in a Status, an object
-// that names its kind. When it had to read the body to tell, it returns
-// what it read, for the caller to put back.
-func kubernetesAnswer(req *http.Request, resp *http.Response) (bool, []byte, error) {
+// answerVerdict is what kubernetesAnswer makes of an answer.
+type answerVerdict int
+
+const (
+	// answerForeign is not a Kubernetes API server's answer.
+	answerForeign answerVerdict = iota
+	// answerKubernetes is, and was read whole if it has a body.
+	answerKubernetes
+	// answerStream is a watch's stream, read as it comes.
+	answerStream
+)
+
+// kubernetesAnswer tells whether resp looks like an answer of a Kubernetes
+// API server: JSON or protobuf, an error in a Status, an object that names
+// its kind. It reads every answer but a watch's whole, within the limits,
+// and returns what it read, for the caller to put back.
+func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (answerVerdict, []byte, error) {
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		// Followed by the HTTP client, whose next request comes through here.
-		return true, nil, nil
+		return answerKubernetes, nil, nil
 	}
 	media, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil {
-		return false, nil, nil
+		return answerForeign, nil, nil
 	}
 	protobuf := media == "application/vnd.kubernetes.protobuf"
 	if media != "application/json" && !protobuf {
-		return false, nil, nil
+		return answerForeign, nil, nil
 	}
 	if params["stream"] == "watch" || isWatch(req) {
 		// A watch answers with a stream that never ends, which must not be
 		// read here; its decoding errors reach the log, never a status.
-		return true, nil, nil
+		return answerStream, nil, nil
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
+	var body []byte
+	if ok2xx {
+		limit := t.limits.answer
+		if resp.ContentLength > limit {
+			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+		}
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1)); err != nil {
+			return answerForeign, nil, err
+		}
+		if int64(len(body)) > limit {
+			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+		}
+	} else {
+		// An error answer is the server's say on one request, not a
+		// failure of the server: one too long to be a Status is cut, and
+		// then fails the checks below.
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody)); err != nil {
+			return answerForeign, nil, err
+		}
+	}
 	if protobuf {
-		// client-go's protobuf decoding errors never quote the body.
-		return true, nil, nil
+		// client-go's protobuf decoding errors never quote the body; a cut
+		// error answer fails to decode.
+		return answerKubernetes, body, nil
 	}
 	if ok2xx && req.URL.Path == "/version" {
 		// Decoded into a fixed struct: unknown fields are dropped, nothing
 		// of the body reaches an error.
-		return true, nil, nil
-	}
-	r := io.Reader(resp.Body)
-	if !ok2xx {
-		r = io.LimitReader(resp.Body, maxErrorBody)
-	}
-	body, err := io.ReadAll(r)
-	if err != nil {
-		return false, nil, err
+		return answerKubernetes, body, nil
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(body, &tm); err != nil || tm.Kind == "" {
-		return false, nil, nil
+		return answerForeign, nil, nil
 	}
 	switch {
 	case !ok2xx && (tm.Kind != "Status" || tm.APIVersion != "v1"):
-		return false, nil, nil
+		return answerForeign, nil, nil
 	case tm.APIVersion == "" && !isDiscoveryKind(tm.Kind):
 		// The dynamic client's decoder quotes an object without apiVersion.
-		return false, nil, nil
+		return answerForeign, nil, nil
 	}
-	return true, body, nil
+	return answerKubernetes, body, nil
+}
+
+// eventLimitBody ends a watch stream at an event over the guard's limit,
+// before client-go's decoder buffers it: its JSON framer reads a whole
+// value, however large, before it looks at it. It follows the framing as
+// the bytes pass: for JSON, the nesting of brackets outside strings (an
+// event ends where it returns to the top level); for protobuf, the length
+// that prefixes each frame.
+type eventLimitBody struct {
+	body     io.ReadCloser
+	guard    *answerGuard
+	protobuf bool
+	err      error
+
+	// n counts the bytes of the current JSON event; depth, inString and
+	// escaped follow its syntax.
+	n                 int64
+	depth             int
+	inString, escaped bool
+	// header collects a protobuf frame's length, hn of its 4 bytes so far;
+	// left is what remains of the frame after it.
+	header [4]byte
+	hn     int
+	left   uint32
+}
+
+func (b *eventLimitBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.body.Read(p)
+	for i := range n {
+		if b.over(p[i]) {
+			g := b.guard
+			b.err = &answerTooLargeError{server: g.server, what: "a watch event", limit: g.limits.event}
+			if g.failed != nil {
+				g.failed(b.err)
+			}
+			return i, b.err
+		}
+	}
+	return n, err
+}
+
+func (b *eventLimitBody) Close() error { return b.body.Close() }
+
+// over takes the next byte of the stream and tells whether the current
+// event has passed the limit.
+func (b *eventLimitBody) over(c byte) bool {
+	if b.protobuf {
+		if b.hn < len(b.header) {
+			b.header[b.hn] = c
+			b.hn++
+			if b.hn == len(b.header) {
+				b.left = uint32(b.header[0])<<24 | uint32(b.header[1])<<16 | uint32(b.header[2])<<8 | uint32(b.header[3])
+				if int64(b.left) > b.guard.limits.event {
+					return true
+				}
+				if b.left == 0 {
+					b.hn = 0
+				}
+			}
+			return false
+		}
+		if b.left--; b.left == 0 {
+			b.hn = 0
+		}
+		return false
+	}
+	b.n++
+	switch {
+	case b.inString:
+		switch {
+		case b.escaped:
+			b.escaped = false
+		case c == '\\':
+			b.escaped = true
+		case c == '"':
+			b.inString = false
+		}
+	case c == '"':
+		b.inString = true
+	case c == '{' || c == '[':
+		b.depth++
+	case c == '}' || c == ']':
+		b.depth = max(b.depth-1, 0)
+	}
+	if b.depth == 0 && !b.inString && (c == '}' || c == ']' || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+		// An event, or the white space between events, ended.
+		b.n = 0
+	}
+	return b.n > b.guard.limits.event
 }
 
 // isDiscoveryKind reports the answers of discovery that may carry no

@@ -7,10 +7,75 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/versioning"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
+
+	"github.com/vidra-operator/vidra/internal/manifest"
 )
+
+// A kubeconfig comes from a Secret a tenant writes, and is parsed in the
+// operator's process, shared by every tenant: like a manifest, it is read
+// under bounds before any decoder sees it.
+const (
+	// maxKubeconfigBytes bounds its size. A kubeconfig for one cluster is
+	// 1 to 10 KiB with its certificates and key embedded (a CA of about
+	// 1.5 KiB, a client certificate and key of about 5 KiB, base64); 256 KiB
+	// holds a merged file of some 25 such clusters. Larger ones are whole
+	// laptop configurations, of which Vidra uses one context:
+	// `kubectl config view --minify --flatten` writes just that one.
+	maxKubeconfigBytes = 256 << 10
+	// maxKubeconfigNodes bounds its nodes (keys, values, list items), as
+	// manifest.MaxNodes does a manifest's, counted before the YAML parser
+	// builds them (about 250 bytes allocated each): at most about 5 MiB per
+	// parse. One context, its cluster and its user are about 30 nodes, so
+	// this is some 600 clusters, far more than the size cap lets through
+	// with certificates; only text written to be dense reaches it.
+	maxKubeconfigNodes = 20000
+)
+
+// kubeconfigCodec decodes a kubeconfig from JSON only: the bounded front end
+// of internal/manifest turned it into JSON, and clientcmd's own codec would
+// run it through a YAML parser again, which expands aliases without a bound.
+var kubeconfigCodec = func() runtime.Codec {
+	s := json.NewSerializerWithOptions(json.DefaultMetaFactory, clientcmdlatest.Scheme, clientcmdlatest.Scheme, json.SerializerOptions{})
+	return versioning.NewDefaultingCodecForScheme(clientcmdlatest.Scheme, s, s,
+		schema.GroupVersion{Version: clientcmdlatest.Version}, runtime.InternalGroupVersioner)
+}()
+
+// loadKubeconfig parses kubeconfig data as clientcmd.Load does, with the
+// bounds above.
+func loadKubeconfig(data []byte) (*clientcmdapi.Config, error) {
+	if len(data) > maxKubeconfigBytes {
+		return nil, fmt.Errorf("%d bytes, over the limit of %d bytes (%d KiB); keep only the context Vidra needs (kubectl config view --minify --flatten)",
+			len(data), maxKubeconfigBytes, maxKubeconfigBytes>>10)
+	}
+	js, err := manifest.DocumentJSON(string(data), maxKubeconfigNodes)
+	if err != nil {
+		if e := (*manifest.Error)(nil); errors.As(err, &e) && e.Reason == manifest.ReasonManifestTooLarge {
+			return nil, fmt.Errorf("%w, more than a kubeconfig needs; keep only the context Vidra needs (kubectl config view --minify --flatten)", err)
+		}
+		return nil, err
+	}
+	if string(js) == "null" {
+		// As clientcmd.Load: an empty file is an empty configuration.
+		return clientcmdapi.NewConfig(), nil
+	}
+	decoded, _, err := kubeconfigCodec.Decode(js, &schema.GroupVersionKind{Version: clientcmdlatest.Version, Kind: "Config"}, clientcmdapi.NewConfig())
+	if err != nil {
+		return nil, err
+	}
+	kc, ok := decoded.(*clientcmdapi.Config)
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig decodes to a %T, not a Config", decoded)
+	}
+	return kc, nil
+}
 
 // restConfigFromKubeconfig builds a client configuration from kubeconfig
 // data. With a server, it uses the context whose cluster has that server,
@@ -18,7 +83,7 @@ import (
 // current context. exact reports whether the server matched, which picks
 // between several Secrets carrying the earlier operator's label.
 func restConfigFromKubeconfig(data []byte, server string) (cfg *rest.Config, actual string, exact bool, err error) {
-	kc, err := clientcmd.Load(data)
+	kc, err := loadKubeconfig(data)
 	if err != nil {
 		return nil, "", false, fmt.Errorf("parse kubeconfig: %w", err)
 	}

@@ -210,12 +210,15 @@ type parser struct {
 	// aliasLimit is what YAML aliases may expand to in this manifest, and
 	// aliasBudget what they may still expand to.
 	aliasLimit, aliasBudget int
+	// noun names the text in messages: "manifest", or "document" for
+	// DocumentJSON.
+	noun string
 }
 
 // newParser returns a parser for a manifest of size bytes.
 func newParser(size int, jsonArrays bool) *parser {
 	limit := min(maxAliasExpansion, minAliasExpansion+size)
-	return &parser{aliasLimit: limit, aliasBudget: limit, jsonArrays: jsonArrays}
+	return &parser{aliasLimit: limit, aliasBudget: limit, jsonArrays: jsonArrays, noun: "manifest"}
 }
 
 // position locates a decoded value in the manifest, for Object.Line and for

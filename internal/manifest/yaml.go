@@ -420,7 +420,7 @@ func (c *converter) value(n *yaml.Node, path *fieldPath, depth int) any {
 		c.p.aliasBudget -= 1 + len(n.Value)
 		if c.p.aliasBudget < 0 {
 			c.exhausted = true
-			c.fail(n, path, "YAML aliases expand to too much data (over %d nodes and bytes for this manifest: %d plus its size, at most %d); write the values out or reuse fewer", c.p.aliasLimit, minAliasExpansion, maxAliasExpansion)
+			c.fail(n, path, "YAML aliases expand to too much data (over %d nodes and bytes for this %s: %d plus its size, at most %d); write the values out or reuse fewer", c.p.aliasLimit, c.p.noun, minAliasExpansion, maxAliasExpansion)
 			return nil
 		}
 	}
