@@ -303,8 +303,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 				c.enqueueObject(newObj, t)
 			}
 			// Its own status write is what makes a resource Ready: that
-			// wakes its dependents, not itself.
-			if isReady(old) != isReady(cur) {
+			// wakes its dependents, not itself. So does a change of why it
+			// is not Ready, which their messages quote.
+			if isReady(old) != isReady(cur) || !isReady(cur) && readiness(old) != readiness(cur) {
 				c.wakeDependents(cur)
 			}
 		},

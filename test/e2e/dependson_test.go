@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -74,6 +75,22 @@ func TestDependsOnAppliesNothingUntilTheDependencyIsReady(t *testing.T) {
 	if by := reconciled(t, ns, "b"); by[controller.TriggerDependency] <= before[controller.TriggerDependency] || by[controller.TriggerInterval] > 0 {
 		t.Errorf("reconciles of b before %v, after %v: want more woken by dependency, none by interval", before, by)
 	}
+}
+
+// A dependency that stays not Ready but changes why is told to its
+// dependents: their message must not keep an earlier reason ("not reconciled
+// yet") for as long as they wait.
+func TestDependentsMessageFollowsTheDependencysReason(t *testing.T) {
+	ns := namespace(t)
+	createVR(t, ns, "b", configMap("b-settings", nil), dependsOn("a"))
+	waitVR(t, ns, "b", "waited for its dependency", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDependencyNotReady))
+	createVR(t, ns, "a", strings.Replace(configMap("a-settings", nil), "metadata:\n", "metadata:\n  namespace: "+ns+"-missing\n", 1))
+	waitVR(t, ns, "a", "failed on its missing namespace", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotFound))
+	vr := waitVR(t, ns, "b", "named the dependency's reason", func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && strings.Contains(c.Message, "VidraResource "+ns+"/a is not Ready ("+v1alpha1.ReasonNamespaceNotFound+")")
+	})
+	assertBlocked(t, vr, v1alpha1.ReasonDependencyNotReady)
 }
 
 // With spec.wait, a dependency is Ready once healthy: its dependents wait
