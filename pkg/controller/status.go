@@ -291,6 +291,14 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: b.reason, Message: truncate(b.message),
 		ObservedGeneration: vr.Generation, LastTransitionTime: now,
 	})
+	if len(st.ManagedResources) == 0 {
+		// Held back before applying anything: as after a failure that left
+		// no object, an empty set is not a healthy one.
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionHealthy, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNothingApplied,
+			Message: "No object is managed yet: the Ready condition says why", ObservedGeneration: vr.Generation, LastTransitionTime: now,
+		})
+	}
 	if b.stalled {
 		set(v1alpha1.ConditionStalled, b.reason)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)

@@ -56,6 +56,9 @@ func assertBlocked(t *testing.T, vr *v1alpha1.VidraResource, reason string, frag
 	if len(vr.Status.ManagedResources) > 0 {
 		t.Errorf("%s/%s manages %+v while blocked", vr.Namespace, vr.Name, vr.Status.ManagedResources)
 	}
+	if h := conditionOf(t, vr, v1alpha1.ConditionHealthy); h.Status != metav1.ConditionUnknown || h.Reason != v1alpha1.ReasonNothingApplied {
+		t.Errorf("%s/%s Healthy = %s %s while blocked before applying anything, want Unknown %s", vr.Namespace, vr.Name, h.Status, h.Reason, v1alpha1.ReasonNothingApplied)
+	}
 }
 
 func TestDependsOnAppliesNothingUntilTheDependencyIsReady(t *testing.T) {
