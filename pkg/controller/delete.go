@@ -82,7 +82,14 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending)
 	}
 	if del {
-		c.event(vr, false, "Deleted", "Deleted %s", count(len(vr.Status.ManagedResources), "managed object"))
+		// The Kept and HandedOver Events of the passes name the objects let
+		// go; they are not counted as deleted.
+		released := c.engine.Released(vr)
+		msg := "Deleted " + count(max(0, len(vr.Status.ManagedResources)-released), "managed object")
+		if released > 0 {
+			msg += fmt.Sprintf(" and let %d go without deleting %s (see the Kept and HandedOver Events)", released, verb(released, "it", "them"))
+		}
+		c.event(vr, false, "Deleted", "%s", msg)
 	} else {
 		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", count(len(vr.Status.ManagedResources), "managed object"))
 	}

@@ -383,7 +383,7 @@ func TestBadIgnoreRulesAndPolicyAnnotationsAreReported(t *testing.T) {
 	assertAbsent(t, ns, "a")
 
 	failsWith(t, ns, "typo", annotated(configMap("b", nil), map[string]string{"vidra.infrahub.operators.com/prune": "off"}),
-		v1alpha1.ReasonInvalidManifest, `document 0 (line 5): metadata.annotations["vidra.infrahub.operators.com/prune"]: "off" is not a value of this annotation`)
+		v1alpha1.ReasonInvalidManifest, `document 1 (line 5): metadata.annotations["vidra.infrahub.operators.com/prune"]: "off" is not a value of this annotation`)
 }
 
 var schemaSecrets = corev1.SchemeGroupVersion.WithResource("secrets")

@@ -54,8 +54,12 @@ type Event struct {
 }
 
 // objectError matches a part of a condition message that the operator
-// wrote for one object: "ConfigMap ns/name (document 2): <error>".
-var objectError = regexp.MustCompile(`^(\S+ \S+) \(document -?\d+\): (.*)$`)
+// wrote for one object: "ConfigMap ns/name (document 2): <error>", or
+// "Namespace old: <error>" for an object in no document (one left out of
+// the manifest). Without a document the name must look like Kind name, so
+// that a message such as `Get "https://…": …` is not taken for an object.
+// "(document -1)" is what earlier versions wrote for the latter.
+var objectError = regexp.MustCompile(`^(\S+ \S+) \(document -?\d+\): (.*)$|^([A-Z][A-Za-z0-9]* [^\s":]+): (.*)$`)
 
 // Explain gathers why vr is or is not Ready from its status and events
 // (any Events; only the Warning ones whose object is vr are kept). now is
@@ -85,7 +89,7 @@ func Explain(vr *v1alpha1.VidraResource, events []corev1.Event, now time.Time) *
 		}
 		for _, part := range splitMessage(c.Message) {
 			if m := objectError.FindStringSubmatch(part); m != nil {
-				add(m[1], m[2])
+				add(m[1]+m[3], m[2]+m[4])
 			} else if t != v1alpha1.ConditionReady || !x.Ready {
 				if !problems[part] {
 					problems[part] = true
