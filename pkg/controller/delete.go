@@ -55,9 +55,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	case err != nil && destination.IsSecretGone(err):
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
 	case err != nil && !del:
-		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", err), vr.Status.ManagedResources)
+		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", readable(err)), vr.Status.ManagedResources)
 	case err != nil:
-		c.event(vr, true, "CleanupFailed", "Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		c.event(vr, true, "CleanupFailed", "Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		return syncResult{}, fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err)
 	}
 	pending, failed, err := c.engine.Cleanup(ctx, vr, target, del, !moved)
@@ -69,7 +69,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			// that must not hold the deletion.
 			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
 		}
-		c.event(vr, true, "CleanupFailed", "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		c.event(vr, true, "CleanupFailed", "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		return syncResult{}, err
 	}
 	if pending > 0 {

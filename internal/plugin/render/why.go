@@ -174,7 +174,9 @@ func eventTime(e corev1.Event) time.Time {
 // queue), so where they are unknown this says what triggers the next
 // attempt instead.
 func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
-	name := vr.Name
+	// Hints carry the namespace: pasted from another one, they must still
+	// name this resource.
+	target := vr.Name + " -n " + vr.Namespace
 	interval := ""
 	if vr.Spec.Interval != nil && vr.Spec.Interval.Duration > 0 {
 		interval = vr.Spec.Interval.Duration.String()
@@ -191,7 +193,7 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	stalled := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionStalled)
 	switch {
 	case vr.Spec.Suspend:
-		return "nothing: the resource is suspended; `kubectl vidra resume " + name + "` resumes it"
+		return "nothing: the resource is suspended; `kubectl vidra resume " + target + "` resumes it"
 	case vr.DeletionTimestamp != nil:
 		return "the resource is being deleted: Vidra retries the cleanup with backoff until its finalizer can be removed"
 	case readyCond == nil || vr.Status.ObservedGeneration != vr.Generation:
@@ -211,13 +213,13 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	case readyCond.Reason == v1alpha1.ReasonHealthCheckFailed:
 		return "when an object's health changes: a later recovery still makes the resource Ready; a change of the spec starts a new wait"
 	case reconciling != nil && reconciling.Status == metav1.ConditionTrue:
-		s := "Vidra retries with backoff; the operator does not publish when (its work queue doubles the delay after each failure, up to its cap); `kubectl vidra reconcile " + name + "` tries now"
+		s := "Vidra retries with backoff; the operator does not publish when (its work queue doubles the delay after each failure, up to its cap); `kubectl vidra reconcile " + target + "` tries now"
 		if stalled != nil && stalled.Status == metav1.ConditionTrue {
 			s += ". It is Stalled: most likely only a change by a person fixes it"
 		}
 		return s + periodic
 	default:
-		return "after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then `kubectl vidra reconcile " + name + "` if the fix was elsewhere" + periodic
+		return "after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then `kubectl vidra reconcile " + target + "` if the fix was elsewhere" + periodic
 	}
 }
 
