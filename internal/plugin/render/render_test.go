@@ -129,13 +129,13 @@ func TestExplainNamesTheFailingObjectsEventsAndTheNextAttempt(t *testing.T) {
 	want := `VidraResource team-a/web is not Ready.
 
 Conditions:
-  Ready        False  OwnedByOtherResource (2m ago)
+  Ready        False   OwnedByOtherResource (2m ago)
                ConfigMap team-a/shared (document 2): owned by VidraResource team-b/other
-  Stalled      True   OwnedByOtherResource (2m ago)
+  Stalled      True    OwnedByOtherResource (2m ago)
                (the message of Ready)
-  Conflict     True   OwnedByOtherResource (60s ago)
+  Conflict     True    OwnedByOtherResource (60s ago)
                (the message of Ready)
-  Healthy      False  Degraded (60s ago)
+  Healthy      False   Degraded (60s ago)
                Deployment team-a/web failed
 
 Objects failing or not healthy:

@@ -249,7 +249,7 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 	}
 	said := map[string]string{}
 	for _, c := range x.Conditions {
-		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-6s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
+		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-7s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
 		// Ready, Stalled and Reconciling often carry one message; say it once.
 		msg := strings.TrimPrefix(c.Message, "Retrying with backoff: ")
 		switch first, seen := said[msg]; {
