@@ -71,7 +71,10 @@ run: controlplane
 	@bash hack/prereqs.sh $(METRICS_ADDR) $(PROBE_ADDR)
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
 	$(GO) build -o $(BIN)/kubectl-vidra ./cmd/kubectl-vidra
-	$(GO) run ./hack/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
+	$(GO) build -o $(BIN)/localup ./hack/localup
+	@# The binary itself, not go run: go run exits 1 when interrupted, so a
+	@# normal Ctrl-C would read as make's "Error 1".
+	$(BIN)/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
 		--metrics-bind-address $(METRICS_ADDR) --health-probe-bind-address $(PROBE_ADDR)
 
 ## bench: SPEC §7 figures on a fresh control plane (about 5 minutes at N=1000);

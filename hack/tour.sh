@@ -24,6 +24,9 @@ within() {
 }
 
 [[ -f $KUBECONFIG ]] || { echo "no kubeconfig at $KUBECONFIG: start 'make run' first" >&2; exit 1; }
+# A kubeconfig left by a make run that did not stop cleanly (killed) names
+# a server that is gone.
+kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || { echo "the API server of $KUBECONFIG does not answer: start 'make run' first" >&2; exit 1; }
 
 step "the sample is Ready"
 kubectl wait -n vidra-system --for=condition=Ready vr/sample-app --timeout=60s >/dev/null || fail "vr/sample-app is not Ready"

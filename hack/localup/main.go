@@ -2,7 +2,7 @@
 // kube-apiserver, kube-controller-manager) with Vidra running against it and
 // a sample applied, and tears everything down on Ctrl-C. `make run` calls it.
 //
-//	go run ./hack/localup --vidra bin/vidra --sample manifests/samples/app.yaml
+//	go build -o bin/localup ./hack/localup && bin/localup --vidra bin/vidra --sample manifests/samples/app.yaml
 package main
 
 import (
@@ -58,6 +58,9 @@ func run(ctx context.Context, o options) error {
 	if err := env.WriteKubeconfig(o.kubeconfig); err != nil {
 		return err
 	}
+	// The kubeconfig names this control plane's port and credentials: left
+	// behind, it would point hack/tour.sh and kubectl at a dead server.
+	defer os.Remove(o.kubeconfig)
 	kubeconfig, _ := filepath.Abs(o.kubeconfig)
 	fmt.Printf("control plane %s ready in %s at %s\n", testenv.KubernetesVersion, time.Since(start).Round(time.Millisecond), env.Config.Host)
 
@@ -111,7 +114,7 @@ func run(ctx context.Context, o options) error {
 Vidra is running against a local control plane. In another shell:
 
   export KUBECONFIG=%s PATH=%s:%s:$PATH
-  kubectl get vr -A -o wide                       # READY, STATUS, MANAGED
+  kubectl get vr -A -o wide                       # READY, HEALTHY, STATUS, MANAGED
   kubectl vidra tree sample-app -n vidra-system   # each object, its health and drift
   kubectl -n demo delete configmap web-config     # break something ...
   kubectl -n demo get configmap web-config        # ... and it is back

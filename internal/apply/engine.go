@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -190,6 +191,21 @@ func (k ObjectKey) String() string {
 		return k.kind + " " + k.name
 	}
 	return k.kind + " " + k.namespace + "/" + k.name
+}
+
+// countOf says n of noun for a message: "1 object", "3 objects".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// Released is how many objects the cleanup of vr has let go so far without
+// deleting them (kept by their annotation, or handed over to another
+// VidraResource): the rest of its inventory was deleted, or was gone.
+func (e *Engine) Released(vr *v1alpha1.VidraResource) int {
+	return e.stateFor(cache.MetaObjectToName(vr), vr.UID).released
 }
 
 // InventoryNames lists the objects of an inventory, for messages.

@@ -29,7 +29,11 @@ type ObjectError struct {
 }
 
 func (e *ObjectError) Error() string {
-	return fmt.Sprintf("%s (document %d): %v", e.Key, e.Index, e.Err)
+	if e.Index < 0 {
+		// An object that is in no document (one pruned, say) is named alone.
+		return fmt.Sprintf("%s: %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("%s (document %d): %v", e.Key, manifest.DocumentNumber(e.Index), e.Err)
 }
 
 func (e *ObjectError) Unwrap() error { return e.Err }

@@ -123,7 +123,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if !gone {
 		pass.claims = append(pass.claims, p.key)
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("is managed by VidraResource %s; an object has one owner", owner)}
+			Err: fmt.Errorf("is managed by VidraResource %s; an object has one owner: remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}
 	}
 	if pass.Target.Cluster != destination.LocalCluster {
 		// VidraResources live in the cluster of the installation that

@@ -299,6 +299,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	}
 	var errs []error
 	var keptNames []string
+	released := 0
 	terminating := namespacesTerminating(ctx, target)
 	for _, m := range items {
 		if del && m.Namespace != "" && terminating(m.Namespace) {
@@ -315,11 +316,15 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			pending++
 		case keptByAnnotation:
 			keptNames = append(keptNames, inventoryKey(m).String())
+			released++
+		case handedOver:
+			released++
 		}
 	}
+	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += released
 	if len(keptNames) > 0 {
-		e.event(vr, false, "Kept", "Kept %d objects whose annotation %s is disabled, without Vidra's marks: %s",
-			len(keptNames), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
+		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
+			countOf(len(keptNames), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
 	}
 	return pending, failed, errors.Join(errs...)
 }

@@ -98,7 +98,7 @@ func TestSchemaRefusalSaysWhatToFix(t *testing.T) {
 				t.Errorf("reason %s, retry %v; want %s, no retry", oe.Reason, oe.Retry, v1alpha1.ReasonInvalidManifest)
 			}
 			msg := oe.Error()
-			if !strings.HasPrefix(msg, "Deployment demo/web (document 1): ") {
+			if !strings.HasPrefix(msg, "Deployment demo/web (document 2): ") {
 				t.Errorf("message %q does not start with the object and its document", msg)
 			}
 			for _, w := range tt.want {

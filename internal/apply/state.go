@@ -54,6 +54,11 @@ type resourceState struct {
 	history  []v1alpha1.DriftRecord
 	reported map[ObjectKey]v1alpha1.DriftRecord
 	loaded   bool
+	// released counts the objects the cleanup of a deleted resource let go
+	// without deleting them (kept by their annotation, or handed over), over
+	// all its passes: each pass sees only the objects still marked as this
+	// resource's, so no single one knows how many were deleted.
+	released int
 }
 
 type editHistory struct {

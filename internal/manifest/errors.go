@@ -65,15 +65,16 @@ type Error struct {
 }
 
 // Error returns the error located in the manifest, such as
-// `document 2 (line 14): metadata.name: required`. Document indexes are
-// 0-based, like Index; the line makes the location unambiguous.
+// `document 3 (line 14): metadata.name: required` for Index 2. Messages
+// number documents from 1, as an editor counts them and as lines are
+// numbered; see DocumentNumber.
 func (e *Error) Error() string {
 	var b strings.Builder
 	switch {
 	case e.Index >= 0 && e.Line > 0:
-		fmt.Fprintf(&b, "document %d (line %d): ", e.Index, e.Line)
+		fmt.Fprintf(&b, "document %d (line %d): ", DocumentNumber(e.Index), e.Line)
 	case e.Index >= 0:
-		fmt.Fprintf(&b, "document %d: ", e.Index)
+		fmt.Fprintf(&b, "document %d: ", DocumentNumber(e.Index))
 	case e.Line > 0:
 		fmt.Fprintf(&b, "line %d: ", e.Line)
 	}
@@ -157,3 +158,8 @@ func sortErrors(l ErrorList) {
 		return cmp.Or(cmp.Compare(a.Index, b.Index), cmp.Compare(a.Line, b.Line))
 	})
 }
+
+// DocumentNumber is how messages number the document of index (Object.Index,
+// Error.Index): from 1, like lines, since a person counts the first document
+// of a file as document 1. Indexes stay 0-based in code.
+func DocumentNumber(index int) int { return index + 1 }

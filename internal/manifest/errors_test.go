@@ -14,8 +14,8 @@ func TestErrorMessage(t *testing.T) {
 		err  *Error
 		want string
 	}{
-		{"document, line and field", &Error{Index: 2, Line: 14, Field: "metadata.name", Message: "required"}, "document 2 (line 14): metadata.name: required"},
-		{"document without a line", &Error{Index: 0, Message: "no object"}, "document 0: no object"},
+		{"document, line and field", &Error{Index: 2, Line: 14, Field: "metadata.name", Message: "required"}, "document 3 (line 14): metadata.name: required"},
+		{"document without a line", &Error{Index: 0, Message: "no object"}, "document 1: no object"},
 		{"line without a document", &Error{Index: -1, Line: 3, Message: "bad"}, "line 3: bad"},
 		{"whole manifest", &Error{Index: -1, Message: "manifest holds no objects"}, "manifest holds no objects"},
 	}
@@ -38,10 +38,10 @@ func TestErrorList(t *testing.T) {
 	}
 
 	_, errs := Parse("apiVersion: v1\nkind: ConfigMap\n---\nkind: 3\n")
-	want := "document 0 (line 1): metadata.name: required; " +
-		"document 1 (line 4): apiVersion: required; " +
-		"document 1 (line 4): kind: must be a string, not a number; " +
-		"document 1 (line 4): metadata.name: required"
+	want := "document 1 (line 1): metadata.name: required; " +
+		"document 2 (line 4): apiVersion: required; " +
+		"document 2 (line 4): kind: must be a string, not a number; " +
+		"document 2 (line 4): metadata.name: required"
 	if got := errs.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

@@ -186,7 +186,7 @@ func describeObject(u *unstructured.Unstructured) string {
 // locate names the document of an object for messages.
 func locate(o Object) string {
 	if o.Line > 0 {
-		return fmt.Sprintf("document %d (line %d)", o.Index, o.Line)
+		return fmt.Sprintf("document %d (line %d)", DocumentNumber(o.Index), o.Line)
 	}
-	return fmt.Sprintf("document %d", o.Index)
+	return fmt.Sprintf("document %d", DocumentNumber(o.Index))
 }

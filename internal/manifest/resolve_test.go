@@ -136,7 +136,7 @@ metadata:
 `,
 			want: []string{"2 ConfigMap default/b"},
 			wantErrs: ErrorList{{Index: 1, Line: 6, Reason: ReasonDuplicateObject,
-				Message: `ConfigMap "a" in namespace "default" is also document 0 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
+				Message: `ConfigMap "a" in namespace "default" is also document 1 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
 		},
 		{
 			name: "the same object in two versions of its group",
@@ -151,7 +151,7 @@ metadata:
   name: web
 `,
 			wantErrs: ErrorList{{Index: 1, Line: 6, Reason: ReasonDuplicateObject,
-				Message: `Deployment.apps "web" in namespace "default" is also document 0 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
+				Message: `Deployment.apps "web" in namespace "default" is also document 1 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
 		},
 		{
 			name: "same names that are different objects",
@@ -282,7 +282,7 @@ metadata:
 				{Index: 2, Line: 11, Field: "metadata.namespace", Reason: ReasonNamespaceNotAllowed,
 					Message: `Namespace "ns" in namespace "default" is cluster-scoped and cannot have a namespace; remove namespace "default"`},
 				{Index: 3, Line: 17, Reason: ReasonDuplicateObject,
-					Message: `ConfigMap "a" in namespace "default" is also document 0 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`},
+					Message: `ConfigMap "a" in namespace "default" is also document 1 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`},
 			},
 		},
 	}
@@ -409,7 +409,7 @@ func TestResolveSaysWhatAnUnservedKindMeant(t *testing.T) {
 		return false, suggesting{&meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}}
 	}
 	_, errs := Resolve(objs, "default", scope)
-	want := `document 0 (line 2): kind: the destination does not serve kind "Deployment" of apiVersion "apps/v1beta1": it serves Deployment as apiVersion "apps/v1"`
+	want := `document 1 (line 2): kind: the destination does not serve kind "Deployment" of apiVersion "apps/v1beta1": it serves Deployment as apiVersion "apps/v1"`
 	if len(errs) != 1 || errs[0].Error() != want || errs[0].Reason != ReasonUnknownKind || !meta.IsNoMatchError(errs[0]) {
 		t.Fatalf("errors %v, want one UnknownKind: %s", errs, want)
 	}

@@ -59,9 +59,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	case err != nil && destination.IsSecretGone(err):
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
 	case err != nil && !del:
-		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", err), vr.Status.ManagedResources)
+		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", readable(err)), vr.Status.ManagedResources)
 	case err != nil:
-		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		c.event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
 			c.writeDeleting(ctx, vr, msg))
@@ -75,7 +75,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			// that must not hold the deletion.
 			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
 		}
-		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", err)
+		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		c.event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg))
 	}
@@ -90,7 +90,14 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", count(pending, "managed object"))))
 	}
 	if del {
-		c.event(vr, false, "Deleted", "Deleted %s", count(len(vr.Status.ManagedResources), "managed object"))
+		// The Kept and HandedOver Events of the passes name the objects let
+		// go; they are not counted as deleted.
+		released := c.engine.Released(vr)
+		msg := "Deleted " + count(max(0, len(vr.Status.ManagedResources)-released), "managed object")
+		if released > 0 {
+			msg += fmt.Sprintf(" and let %d go without deleting %s (see the Kept and HandedOver Events)", released, verb(released, "it", "them"))
+		}
+		c.event(vr, false, "Deleted", "%s", msg)
 	} else {
 		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", count(len(vr.Status.ManagedResources), "managed object"))
 	}

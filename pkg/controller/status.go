@@ -82,8 +82,8 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 				descs[i] = apply.DescribeDrift(d)
 			}
 			set(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected,
-				fmt.Sprintf("%s differ from the manifest and are left as they are (spec.driftPolicy is Report; set it to Correct to restore them): %s",
-					count(n, "object"), strings.Join(descs, "; ")))
+				fmt.Sprintf("%s %s from the manifest and %s left as %s (spec.driftPolicy is Report; set it to Correct to restore %s): %s",
+					count(n, "object"), verb(n, "differs", "differ"), verb(n, "is", "are"), verb(n, "it is", "they are"), verb(n, "it", "them"), strings.Join(descs, "; ")))
 		} else {
 			set(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "Every object is as the manifest says")
 		}
@@ -166,6 +166,14 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// verb picks the form that agrees with a count of n: one for 1, else many.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // needsPerson tells the failures that are retried but that time alone

@@ -113,7 +113,7 @@ func (c *Controller) reconcile(ctx context.Context, pass *apply.Pass) *v1alpha1.
 	target, err := c.dests.Resolve(ctx, vr)
 	if err != nil {
 		reason, retry := destination.Failure(err)
-		pass.Out.Fail(reason, retry, err)
+		pass.Out.Fail(reason, retry, readable(err))
 		return destinationRef(vr)
 	}
 	pass.Target = target
@@ -168,7 +168,7 @@ func (c *Controller) leavePreviousCluster(ctx context.Context, pass *apply.Pass)
 		return true
 	case err != nil:
 		pass.Out.Fail(v1alpha1.ReasonDestinationError, true,
-			fmt.Errorf("spec.destination moved; the objects on the previous destination are cleaned up first, which failed (retrying): %w", err))
+			fmt.Errorf("spec.destination moved; the objects on the previous destination are cleaned up first, which failed (retrying): %w", readable(err)))
 		return false
 	}
 	n := len(pass.Inventory)
@@ -227,4 +227,15 @@ func (c *Controller) explainMissingServiceAccount(ctx context.Context, pass *app
 	missing := &apply.ObjectError{Index: -1, Reason: v1alpha1.ReasonServiceAccountNotFound, Retry: true,
 		Err: fmt.Errorf("ServiceAccount %s does not exist, so every write as it is refused: create it and grant it the rights the manifest needs, or correct spec.serviceAccountName", t.ServiceAccount)}
 	pass.Out.Errs = append([]*apply.ObjectError{missing}, slices.DeleteFunc(pass.Out.Errs, forbidden)...)
+}
+
+// readable is err as a condition message says it: when the destination's
+// API server could not be reached, that alone, without the request that
+// found it out (`Get "https://…/version?timeout=15s": `), which names the
+// server a second time and tells a person nothing more.
+func readable(err error) error {
+	if u := destination.Unreachable(err); u != nil {
+		return u
+	}
+	return err
 }

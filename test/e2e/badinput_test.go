@@ -87,7 +87,7 @@ func TestInvalidYAMLIsReportedWithDocumentAndLineAndLosesNothing(t *testing.T) {
 	})
 	vr := waitVR(t, ns, "yaml", "reported the YAML error", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, "InvalidManifest"))
 	msg := readyMessage(vr)
-	if !strings.Contains(msg, "document 1") || !strings.Contains(msg, "line") {
+	if !strings.Contains(msg, "document 2") || !strings.Contains(msg, "line") {
 		t.Errorf("message %q does not locate the error", msg)
 	}
 	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
@@ -96,7 +96,7 @@ func TestInvalidYAMLIsReportedWithDocumentAndLineAndLosesNothing(t *testing.T) {
 	if vr.Status.ManagedCount != 1 {
 		t.Errorf("inventory changed: %+v", vr.Status.ManagedResources)
 	}
-	waitEvent(t, ns, "yaml", "InvalidManifest", "document 1")
+	waitEvent(t, ns, "yaml", "InvalidManifest", "document 2")
 	waitObject(t, configMaps, ns, "kept", "still exists", exists)
 }
 
@@ -160,7 +160,7 @@ func TestFieldsTheSchemaLacksStallTheResource(t *testing.T) {
 	typo := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndat:\n  b: c\n"
 	createVR(t, ns, "schema", docs(configMap("fine", map[string]string{"k": "v"}), typo))
 	vr := waitVR(t, ns, "schema", "stalled on the manifest", hasCondition(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest))
-	want := "ConfigMap " + ns + "/typo (document 1): v1 ConfigMap has no field .dat: check its spelling and indentation (the object starts at line 8)"
+	want := "ConfigMap " + ns + "/typo (document 2): v1 ConfigMap has no field .dat: check its spelling and indentation (the object starts at line 8)"
 	if msg := readyMessage(vr); msg != want {
 		t.Errorf("Ready message\n  %q\nwant\n  %q", msg, want)
 	}

@@ -170,7 +170,8 @@ func TestReportModeListsDriftAndLeavesIt(t *testing.T) {
 		t.Errorf("Service drift = %+v, want deleted", svc)
 	}
 	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionDrifted)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDriftDetected || !strings.Contains(c.Message, "kubectl-edit") {
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDriftDetected || !strings.Contains(c.Message, "kubectl-edit") ||
+		!strings.HasPrefix(c.Message, "2 objects differ from the manifest and are left as they are ") {
 		t.Errorf("Drifted condition = %+v", c)
 	}
 	if !isReady(vr) {
@@ -302,6 +303,9 @@ func TestPruneDisabledObjectSurvivesRemovalAndDeletion(t *testing.T) {
 	}
 	waitVRGone(t, ns, "doomed")
 	waitGone(t, configMaps, ns, "gone", "was deleted with its resource")
+	// The kept object is not counted as deleted.
+	waitEvent(t, ns, "doomed", "Kept", "Kept 1 object whose annotation")
+	waitEvent(t, ns, "doomed", "Deleted", "Deleted 1 managed object and let 1 go without deleting it")
 	cm := waitObject(t, configMaps, ns, "keep2", "outlived its resource", exists)
 	if _, marked := cm.GetLabels()[v1alpha1.OwnerUIDLabel]; marked {
 		t.Errorf("the kept object still carries Vidra's marks: %v", cm.GetLabels())
@@ -383,7 +387,7 @@ func TestBadIgnoreRulesAndPolicyAnnotationsAreReported(t *testing.T) {
 	assertAbsent(t, ns, "a")
 
 	failsWith(t, ns, "typo", annotated(configMap("b", nil), map[string]string{"vidra.infrahub.operators.com/prune": "off"}),
-		v1alpha1.ReasonInvalidManifest, `document 0 (line 5): metadata.annotations["vidra.infrahub.operators.com/prune"]: "off" is not a value of this annotation`)
+		v1alpha1.ReasonInvalidManifest, `document 1 (line 5): metadata.annotations["vidra.infrahub.operators.com/prune"]: "off" is not a value of this annotation`)
 }
 
 var schemaSecrets = corev1.SchemeGroupVersion.WithResource("secrets")

@@ -494,6 +494,9 @@ func testOutage(t *testing.T, rc *remoteCluster) {
 
 	t.Run("IsReportedWithBackoff", func(t *testing.T) {
 		vr := failsWithMessage(t, ns, "steady", v1alpha1.ReasonDestinationError, rc.server(), "unreachable")
+		if msg, want := readyMessage(vr), "API server "+rc.server()+" is unreachable: "; !strings.HasPrefix(msg, want) {
+			t.Errorf("Ready message %q, want it to start with %q", msg, want)
+		}
 		if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue {
 			t.Errorf("an unreachable destination is retried, so Reconciling should be True: %+v", vr.Status.Conditions)
 		}

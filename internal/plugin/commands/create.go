@@ -80,8 +80,8 @@ and the line.`,
 			if output != "" {
 				return printObject(r.streams.Out, vr, output)
 			}
-			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s created (%d objects from %d files)%s\n",
-				v1alpha1.GroupName, vr.Name, len(m.Objects), len(m.Files), dryRunNote(dryRun))
+			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s created (%s from %s)%s\n",
+				v1alpha1.GroupName, vr.Name, countOf(len(m.Objects), "object"), countOf(len(m.Files), "file"), dryRunNote(dryRun))
 			return nil
 		},
 	}
@@ -94,4 +94,12 @@ and the line.`,
 	addDryRun(cmd, &dryRun)
 	addOutput(cmd, &output, "", "json", "yaml", "name")
 	return cmd
+}
+
+// countOf says n of noun: "1 file", "3 files".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

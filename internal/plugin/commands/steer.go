@@ -57,7 +57,7 @@ failed. The exit code is 0 when the resource is Ready, 1 otherwise.`,
 				return err
 			}
 			if vr.Spec.Suspend {
-				return fmt.Errorf("vidraresource %s/%s is suspended, so the operator would not reconcile it: resume it first (kubectl vidra resume %s)", vr.Namespace, vr.Name, vr.Name)
+				return fmt.Errorf("vidraresource %s/%s is suspended, so the operator would not reconcile it: resume it first (kubectl vidra resume %s -n %s)", vr.Namespace, vr.Name, vr.Name, vr.Namespace)
 			}
 			value := time.Now().UTC().Format(time.RFC3339Nano)
 			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.RequestedAtAnnotation: value}}})

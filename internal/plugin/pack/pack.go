@@ -142,7 +142,7 @@ func Pack(files []File) (*Manifest, error) {
 				errs = append(errs, &FileError{Path: f.Path, Err: &manifest.Error{
 					Index: o.Index, Line: o.Line, Reason: manifest.ReasonDuplicateObject,
 					Message: fmt.Sprintf("%s is also document %d (line %d) of %s; an object may appear only once in a manifest",
-						describe(o.Object), prev.obj.Index, prev.obj.Line, prev.path),
+						describe(o.Object), manifest.DocumentNumber(prev.obj.Index), prev.obj.Line, prev.path),
 				}})
 				continue
 			}
@@ -157,7 +157,7 @@ func Pack(files []File) (*Manifest, error) {
 			for i, o := range objs {
 				y, err := yaml.Marshal(o.Object.Object)
 				if err != nil {
-					errs = append(errs, &FileError{Path: f.Path, Err: fmt.Errorf("document %d: %w", o.Index, err)})
+					errs = append(errs, &FileError{Path: f.Path, Err: fmt.Errorf("document %d: %w", manifest.DocumentNumber(o.Index), err)})
 					continue
 				}
 				doc := string(y)

@@ -41,12 +41,12 @@ func TestPack(t *testing.T) {
 		{
 			name:  "errors name the file, document and line",
 			files: []File{{Path: "a.yaml", Data: []byte(cm("a"))}, {Path: "b.yaml", Data: []byte(cm("b") + "---\nkind: ConfigMap\nmetadata:\n  name: c\n")}},
-			errs:  "b.yaml: document 1 (line 6): apiVersion: required",
+			errs:  "b.yaml: document 2 (line 6): apiVersion: required",
 		},
 		{
 			name:  "an object in two files is a duplicate",
 			files: []File{{Path: "a.yaml", Data: []byte(cm("a"))}, {Path: "b.yaml", Data: []byte(cm("b") + "---\n" + cm("a"))}},
-			errs:  "b.yaml: document 1 (line 6): ConfigMap a is also document 0 (line 1) of a.yaml; an object may appear only once in a manifest",
+			errs:  "b.yaml: document 2 (line 6): ConfigMap a is also document 1 (line 1) of a.yaml; an object may appear only once in a manifest",
 		},
 		{
 			name:  "an empty file is refused",

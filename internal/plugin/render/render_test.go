@@ -129,13 +129,13 @@ func TestExplainNamesTheFailingObjectsEventsAndTheNextAttempt(t *testing.T) {
 	want := `VidraResource team-a/web is not Ready.
 
 Conditions:
-  Ready        False  OwnedByOtherResource (2m ago)
+  Ready        False   OwnedByOtherResource (2m ago)
                ConfigMap team-a/shared (document 2): owned by VidraResource team-b/other
-  Stalled      True   OwnedByOtherResource (2m ago)
+  Stalled      True    OwnedByOtherResource (2m ago)
                (the message of Ready)
-  Conflict     True   OwnedByOtherResource (60s ago)
+  Conflict     True    OwnedByOtherResource (60s ago)
                (the message of Ready)
-  Healthy      False  Degraded (60s ago)
+  Healthy      False   Degraded (60s ago)
                Deployment team-a/web failed
 
 Objects failing or not healthy:
@@ -147,10 +147,50 @@ Objects failing or not healthy:
 Recent warning events:
   60s ago  Conflict (x3): ConfigMap team-a/shared: owned by team-b/other
 
-Next attempt: after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then ` + "`kubectl vidra reconcile web`" + ` if the fix was elsewhere; besides, it is re-checked periodically (the operator's requeueResourcesAfter, 10m by default)
+Next attempt: after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then ` + "`kubectl vidra reconcile web -n team-a`" + ` if the fix was elsewhere; besides, it is re-checked periodically (the operator's requeueResourcesAfter, 10m by default)
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("explanation (-want +got):\n%s", diff)
+	}
+}
+
+// TestExplainTellsObjectErrorsWithAndWithoutADocument: an object in no
+// document (one pruned) is named without "(document N)", and still listed
+// as a failing object; a message that only looks alike is not.
+func TestExplainTellsObjectErrorsWithAndWithoutADocument(t *testing.T) {
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", Generation: 1}}
+	vr.Status.ObservedGeneration = 1
+	vr.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", Reason: "PruneRefused", ObservedGeneration: 1,
+		Message: "ConfigMap team-a/a (document 1): bad; Namespace old: left the manifest but was not deleted; " +
+			`Get "https://10.0.0.1/version": API server https://10.0.0.1 is unreachable: refused`}}
+	x := Explain(vr, nil, now)
+	want := []Failure{{Object: "ConfigMap team-a/a", Problem: "bad"}, {Object: "Namespace old", Problem: "left the manifest but was not deleted"}}
+	if diff := cmp.Diff(want, x.Failing); diff != "" {
+		t.Errorf("failing objects (-want +got):\n%s", diff)
+	}
+	if len(x.Problems) != 1 || !strings.HasPrefix(x.Problems[0], "Get ") {
+		t.Errorf("problems = %q, want the unreachable message alone", x.Problems)
+	}
+}
+
+// TestTreeStripsTheDocumentFromAConflict: the tree names the object, so
+// the conflict under it starts with what is wrong.
+func TestTreeStripsTheDocumentFromAConflict(t *testing.T) {
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"}}
+	vr.Status.ManagedResources = []v1alpha1.ManagedResource{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "a"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "b"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "c"},
+	}
+	vr.Status.Conditions = []metav1.Condition{{Type: "Conflict", Status: "True", Reason: "FieldConflict",
+		Message: "ConfigMap team-a/a (document 3): owned by x; ConfigMap team-a/b: gone by hand; ConfigMap team-a/c (/data/k) was changed by rival 3 times"}}
+	var got []string
+	for _, o := range NewTree(vr).Objects {
+		got = append(got, o.Conflict)
+	}
+	want := []string{"owned by x", "gone by hand", "(/data/k) was changed by rival 3 times"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conflicts (-want +got):\n%s", diff)
 	}
 }
 
@@ -163,7 +203,7 @@ func TestNextAttempt(t *testing.T) {
 		mutate func(*v1alpha1.VidraResource)
 		want   string
 	}{
-		{"suspended", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = true }, "nothing: the resource is suspended"},
+		{"suspended", func(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = true }, "nothing: the resource is suspended; `kubectl vidra resume web -n team-a` resumes it"},
 		{"not reconciled", func(vr *v1alpha1.VidraResource) { vr.Generation = 2 }, "the operator has not reconciled the latest change yet"},
 		{"dependency", func(vr *v1alpha1.VidraResource) {
 			vr.Status.Conditions = []metav1.Condition{cond("Ready", "False", v1alpha1.ReasonDependencyNotReady)}
@@ -177,7 +217,7 @@ func TestNextAttempt(t *testing.T) {
 		{"retrying", func(vr *v1alpha1.VidraResource) {
 			vr.Spec.Interval = &metav1.Duration{Duration: time.Minute}
 			vr.Status.Conditions = []metav1.Condition{cond("Ready", "False", "ApplyFailed"), cond("Reconciling", "True", "Progressing")}
-		}, "Vidra retries with backoff"},
+		}, "`kubectl vidra reconcile web -n team-a` tries now"},
 		{"ready", func(vr *v1alpha1.VidraResource) {
 			vr.Spec.Interval = &metav1.Duration{Duration: 0}
 			vr.Status.Conditions = []metav1.Condition{cond("Ready", "True", "Reconciled")}
@@ -185,7 +225,7 @@ func TestNextAttempt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 1}}
+			vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", Generation: 1}}
 			vr.Status.ObservedGeneration = 1
 			vr.Status.Conditions = []metav1.Condition{cond("Ready", "False", "X")}
 			tc.mutate(vr)

@@ -56,9 +56,10 @@ func (o TreeObject) Ref() string {
 	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
-// documentPrefix is the location the operator gives an object's error,
-// which the tree, naming the object, does not repeat.
-var documentPrefix = regexp.MustCompile(`^\(document -?\d+\): `)
+// documentPrefix is what follows the object's name in the operator's
+// error for it: its document, if it is in one, which the tree, naming the
+// object, does not repeat.
+var documentPrefix = regexp.MustCompile(`^(?: \(document -?\d+\))?: `)
 
 // NewTree gathers the tree of vr from its status alone: the inventory and
 // its health, the drift records and the conditions.
@@ -88,8 +89,8 @@ func NewTree(vr *v1alpha1.VidraResource) *Tree {
 		}
 		var mine []string
 		for _, c := range conflicts {
-			if strings.HasPrefix(c, o.Ref()+" ") {
-				mine = append(mine, documentPrefix.ReplaceAllString(strings.TrimPrefix(c, o.Ref()+" "), ""))
+			if rest, ok := strings.CutPrefix(c, o.Ref()); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ": ")) {
+				mine = append(mine, strings.TrimPrefix(documentPrefix.ReplaceAllString(rest, ""), " "))
 			}
 		}
 		o.Conflict = strings.Join(mine, "; ")

@@ -54,8 +54,12 @@ type Event struct {
 }
 
 // objectError matches a part of a condition message that the operator
-// wrote for one object: "ConfigMap ns/name (document 2): <error>".
-var objectError = regexp.MustCompile(`^(\S+ \S+) \(document -?\d+\): (.*)$`)
+// wrote for one object: "ConfigMap ns/name (document 2): <error>", or
+// "Namespace old: <error>" for an object in no document (one left out of
+// the manifest). Without a document the name must look like Kind name, so
+// that a message such as `Get "https://…": …` is not taken for an object.
+// "(document -1)" is what earlier versions wrote for the latter.
+var objectError = regexp.MustCompile(`^(\S+ \S+) \(document -?\d+\): (.*)$|^([A-Z][A-Za-z0-9]* [^\s":]+): (.*)$`)
 
 // Explain gathers why vr is or is not Ready from its status and events
 // (any Events; only the Warning ones whose object is vr are kept). now is
@@ -85,7 +89,7 @@ func Explain(vr *v1alpha1.VidraResource, events []corev1.Event, now time.Time) *
 		}
 		for _, part := range splitMessage(c.Message) {
 			if m := objectError.FindStringSubmatch(part); m != nil {
-				add(m[1], m[2])
+				add(m[1]+m[3], m[2]+m[4])
 			} else if t != v1alpha1.ConditionReady || !x.Ready {
 				if !problems[part] {
 					problems[part] = true
@@ -170,7 +174,9 @@ func eventTime(e corev1.Event) time.Time {
 // queue), so where they are unknown this says what triggers the next
 // attempt instead.
 func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
-	name := vr.Name
+	// Hints carry the namespace: pasted from another one, they must still
+	// name this resource.
+	target := vr.Name + " -n " + vr.Namespace
 	interval := ""
 	if vr.Spec.Interval != nil && vr.Spec.Interval.Duration > 0 {
 		interval = vr.Spec.Interval.Duration.String()
@@ -187,7 +193,7 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	stalled := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionStalled)
 	switch {
 	case vr.Spec.Suspend:
-		return "nothing: the resource is suspended; `kubectl vidra resume " + name + "` resumes it"
+		return "nothing: the resource is suspended; `kubectl vidra resume " + target + "` resumes it"
 	case vr.DeletionTimestamp != nil:
 		return "the resource is being deleted: Vidra retries the cleanup with backoff until its finalizer can be removed"
 	case readyCond == nil || vr.Status.ObservedGeneration != vr.Generation:
@@ -207,13 +213,13 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	case readyCond.Reason == v1alpha1.ReasonHealthCheckFailed:
 		return "when an object's health changes: a later recovery still makes the resource Ready; a change of the spec starts a new wait"
 	case reconciling != nil && reconciling.Status == metav1.ConditionTrue:
-		s := "Vidra retries with backoff; the operator does not publish when (its work queue doubles the delay after each failure, up to its cap); `kubectl vidra reconcile " + name + "` tries now"
+		s := "Vidra retries with backoff; the operator does not publish when (its work queue doubles the delay after each failure, up to its cap); `kubectl vidra reconcile " + target + "` tries now"
 		if stalled != nil && stalled.Status == metav1.ConditionTrue {
 			s += ". It is Stalled: most likely only a change by a person fixes it"
 		}
 		return s + periodic
 	default:
-		return "after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then `kubectl vidra reconcile " + name + "` if the fix was elsewhere" + periodic
+		return "after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then `kubectl vidra reconcile " + target + "` if the fix was elsewhere" + periodic
 	}
 }
 
@@ -243,7 +249,7 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 	}
 	said := map[string]string{}
 	for _, c := range x.Conditions {
-		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-6s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
+		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-7s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
 		// Ready, Stalled and Reconciling often carry one message; say it once.
 		msg := strings.TrimPrefix(c.Message, "Retrying with backoff: ")
 		switch first, seen := said[msg]; {
