@@ -279,6 +279,10 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // their errors.
 func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending int, failed []v1alpha1.ManagedResource, err error) {
 	items := slices.Clone(vr.Status.ManagedResources)
+	// Objects of the manifest that are not in the inventory are looked for
+	// in case a first reconcile created them and stopped before writing its
+	// status.
+	unrecorded := map[ObjectKey]bool{}
 	if objs, errs := e.parsed.parse(cache.MetaObjectToName(vr), vr); len(errs) == 0 && declared {
 		inv := inventorySet(items)
 		for _, o := range objs {
@@ -294,11 +298,12 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			}
 			if !inv[keyOf(u)] {
 				items = append(items, managedResource(u))
+				unrecorded[keyOf(u)] = true
 			}
 		}
 	}
 	var errs []error
-	var keptNames []string
+	var keptNames, unchecked []string
 	released := 0
 	terminating := namespacesTerminating(ctx, target)
 	for _, m := range items {
@@ -306,6 +311,13 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			continue
 		}
 		what, err := e.letGo(ctx, target, vr, m, del, false)
+		if err != nil && unrecorded[inventoryKey(m)] && apierrors.IsForbidden(err) {
+			// An identity that may not even read the object cannot have
+			// created it: most often its apply was refused. Holding the
+			// deletion for it would hold it for ever.
+			unchecked = append(unchecked, inventoryKey(m).String())
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			failed = append(failed, m)
@@ -320,6 +332,10 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		case handedOver:
 			released++
 		}
+	}
+	if len(unchecked) > 0 {
+		e.event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
+			strings.Join(unchecked, ", "))
 	}
 	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += released
 	if len(keptNames) > 0 {

@@ -199,3 +199,21 @@ func tenantAppThenRevoke(t *testing.T) string {
 	}
 	return ns
 }
+
+// A resource whose manifest declares an object its ServiceAccount may not
+// even read (its apply was refused) is deleted without waiting for that
+// object: the identity cannot have created it.
+func TestDeletionDoesNotWaitForAnObjectTheIdentityMayNotRead(t *testing.T) {
+	ns, other := namespace(t), namespace(t)
+	tenant(t, ns)
+	elsewhere := strings.Replace(configMap("elsewhere", nil), "metadata:\n", "metadata:\n  namespace: "+other+"\n", 1)
+	createVR(t, ns, "app", docs(configMap("a", nil), elsewhere), asTenant)
+	failsWithMessage(t, ns, "app", v1alpha1.ReasonForbidden, "elsewhere")
+	waitObject(t, configMaps, ns, "a", "was applied", exists)
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, vrResource, ns, "app", "was deleted")
+	waitGone(t, configMaps, ns, "a", "was deleted with it")
+	waitEvent(t, ns, "app", "CleanupSkipped", other+"/elsewhere")
+}
