@@ -2,6 +2,7 @@ package destination
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,7 +58,7 @@ func (e *unreachableError) Error() string {
 		// The server answered, too much: it says so itself.
 		return tooLarge.Error()
 	}
-	return fmt.Sprintf("API server %s is unreachable: %v", e.server, e.err)
+	return fmt.Sprintf("API server %s is unreachable: %v", e.server, certificateProblem(e.err))
 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
@@ -253,3 +254,21 @@ func callerGaveUp(req *http.Request) bool {
 // WrappedRoundTripper lets client-go reach the transport underneath, to
 // close its idle connections.
 func (t *breakerTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// certificateProblem words a failed TLS verification for the resource's
+// status, which its namespace reads: Go's own error lists every name the
+// server's certificate is valid for, and a tenant probing the addresses a
+// remote destination may reach would learn the internal names of the
+// services there. What the owner of the kubeconfig must fix stays said.
+// Other errors are returned as they are.
+func certificateProblem(err error) error {
+	var host x509.HostnameError
+	if errors.As(err, &host) {
+		return fmt.Errorf("its TLS certificate is not valid for %s: check the server's name in destination.server and the kubeconfig", host.Host)
+	}
+	var authority x509.UnknownAuthorityError
+	if errors.As(err, &authority) {
+		return errors.New("its TLS certificate is not signed by an authority the kubeconfig trusts: check its certificate-authority-data")
+	}
+	return err
+}

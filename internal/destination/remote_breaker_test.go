@@ -2,8 +2,11 @@ package destination
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +131,31 @@ func TestBreakerIgnoresRequestsCutByTheReconcileDeadline(t *testing.T) {
 	}
 	if err := roundTrip(tctx, rt, "https://remote.example/api"); !IsUnreachable(err) || !errors.Is(err, context.DeadlineExceeded) || !b.isOpen() {
 		t.Fatalf("request's own timeout: err %v, open %v", err, b.isOpen())
+	}
+}
+
+// A failed certificate check says what to fix without the names the
+// server's certificate lists, which would map the services a tenant's
+// destination can reach.
+func TestUnreachableCertificateErrorsHideTheCertificatesNames(t *testing.T) {
+	cert := &x509.Certificate{DNSNames: []string{"billing.internal.svc", "vault.internal.svc"}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"wrong name", x509.HostnameError{Certificate: cert, Host: "prod.example.com"}, "its TLS certificate is not valid for prod.example.com"},
+		{"unknown authority", x509.UnknownAuthorityError{Cert: cert}, "not signed by an authority the kubeconfig trusts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wrapped := &url.Error{Op: "Get", URL: "https://prod.example.com/api", Err: &tls.CertificateVerificationError{Err: tc.err}}
+			got := (&unreachableError{server: "https://prod.example.com", err: wrapped}).Error()
+			if !strings.Contains(got, tc.want) || strings.Contains(got, "internal.svc") {
+				t.Fatalf("message %q: want it to contain %q and no name of the certificate", got, tc.want)
+			}
+			if errors.Unwrap(&unreachableError{err: wrapped}) != error(wrapped) {
+				t.Fatal("the original error is no longer in the chain")
+			}
+		})
 	}
 }
