@@ -147,8 +147,10 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 		{"interval", "0s", true, ""},
 		{"interval", "1s", true, ""},
 		{"interval", "10m", true, ""},
-		{"serviceAccountName", "a:b", false, "should match"},
-		{"serviceAccountName", "system:serviceaccount:kube-system:default", false, "should match"},
+		{"serviceAccountName", "a:b", false, "must be the name of a ServiceAccount of this namespace, such as deployer"},
+		{"serviceAccountName", "system:serviceaccount:kube-system:default", false, "not a user name"},
+		{"serviceAccountName", "Deployer", false, "lowercase letters"},
+		{"serviceAccountName", "team.deployer-1", true, ""},
 		{"serviceAccountName", "deployer", true, ""},
 	}
 	for _, tt := range tests {
@@ -177,7 +179,7 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 				t.Errorf("error %q does not name spec.%s", err, tt.field)
 			case !tt.accepted && !strings.Contains(err.Error(), tt.says):
 				t.Errorf("error %q does not say %q", err, tt.says)
-			case !tt.accepted && tt.field == "interval" && strings.Contains(err.Error(), "should match"):
+			case !tt.accepted && strings.Contains(err.Error(), "should match"):
 				t.Errorf("error %q shows a regular expression, not words", err)
 			}
 		})

@@ -76,7 +76,7 @@ type VidraResourceSpec struct {
 	// It is a ServiceAccount name (a DNS-1123 subdomain), never a user or
 	// group name.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a ServiceAccount of this namespace, such as deployer: lowercase letters, digits, '-' and '.', not a user name such as system:serviceaccount:<namespace>:<name>"
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
