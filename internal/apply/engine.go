@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -191,14 +190,6 @@ func (k ObjectKey) String() string {
 		return k.kind + " " + k.name
 	}
 	return k.kind + " " + k.namespace + "/" + k.name
-}
-
-// countOf says n of noun for a message: "1 object", "3 objects".
-func countOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // Released is how many objects the cleanup of vr has let go so far without

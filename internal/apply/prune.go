@@ -20,6 +20,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/wording"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -340,7 +341,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += released
 	if len(keptNames) > 0 {
 		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
-			countOf(len(keptNames), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
+			wording.Count(len(keptNames), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
 	}
 	return pending, failed, errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -87,19 +88,19 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", pending)
 		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry}, errors.Join(
 			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending),
-			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", count(pending, "managed object"))))
+			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", wording.Count(pending, "managed object"))))
 	}
 	if del {
 		// The Kept and HandedOver Events of the passes name the objects let
 		// go; they are not counted as deleted.
 		released := c.engine.Released(vr)
-		msg := "Deleted " + count(max(0, len(vr.Status.ManagedResources)-released), "managed object")
+		msg := "Deleted " + wording.Count(max(0, len(vr.Status.ManagedResources)-released), "managed object")
 		if released > 0 {
-			msg += fmt.Sprintf(" and let %d go without deleting %s (see the Kept and HandedOver Events)", released, verb(released, "it", "them"))
+			msg += fmt.Sprintf(" and let %d go without deleting %s (see the Kept and HandedOver Events)", released, wording.Agree(released, "it", "them"))
 		}
 		c.event(vr, false, "Deleted", "%s", msg)
 	} else {
-		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", count(len(vr.Status.ManagedResources), "managed object"))
+		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", wording.Count(len(vr.Status.ManagedResources), "managed object"))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err
@@ -139,15 +140,13 @@ func (c *Controller) writeDeleting(ctx context.Context, vr *v1alpha1.VidraResour
 	st := vr.Status.DeepCopy()
 	// Marking the resource for deletion raised its generation.
 	st.ObservedGeneration = vr.Generation
-	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionReconciling} {
-		s := metav1.ConditionTrue
-		if t == v1alpha1.ConditionReady {
-			s = metav1.ConditionFalse
-		}
+	set := func(t string, s metav1.ConditionStatus) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: s, Reason: v1alpha1.ReasonDeleting, Message: truncate(msg), ObservedGeneration: vr.Generation, LastTransitionTime: now,
 		})
 	}
+	set(v1alpha1.ConditionReady, metav1.ConditionFalse)
+	set(v1alpha1.ConditionReconciling, metav1.ConditionTrue)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
 		return nil

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/health"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -40,13 +41,13 @@ func summarizeHealth(inventory []v1alpha1.ManagedResource) healthSummary {
 	switch {
 	case len(failed) > 0:
 		return healthSummary{status: metav1.ConditionFalse, reason: v1alpha1.ReasonDegraded, failed: true,
-			message: fmt.Sprintf("%s failed: %s", count(len(failed), "object"), strings.Join(append(failed, pending...), "; "))}
+			message: fmt.Sprintf("%s failed: %s", wording.Count(len(failed), "object"), strings.Join(append(failed, pending...), "; "))}
 	case len(pending) > 0:
 		return healthSummary{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing,
-			message: fmt.Sprintf("%s not healthy yet: %s", count(len(pending), "object"), strings.Join(pending, "; "))}
+			message: fmt.Sprintf("%s not healthy yet: %s", wording.Count(len(pending), "object"), strings.Join(pending, "; "))}
 	}
 	return healthSummary{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllCurrent,
-		message: fmt.Sprintf("%s healthy", count(len(inventory), "object"))}
+		message: fmt.Sprintf("%s healthy", wording.Count(len(inventory), "object"))}
 }
 
 // describeHealth says "Deployment apps/web is InProgress: Available: 0/1".

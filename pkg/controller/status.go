@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -83,7 +84,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 			}
 			set(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected,
 				fmt.Sprintf("%s %s from the manifest and %s left as %s (spec.driftPolicy is Report; set it to Correct to restore %s): %s",
-					count(n, "object"), verb(n, "differs", "differ"), verb(n, "is", "are"), verb(n, "it is", "they are"), verb(n, "it", "them"), strings.Join(descs, "; ")))
+					wording.Count(n, "object"), wording.Agree(n, "differs", "differ"), wording.Agree(n, "is", "are"), wording.Agree(n, "it is", "they are"), wording.Agree(n, "it", "them"), strings.Join(descs, "; ")))
 		} else {
 			set(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "Every object is as the manifest says")
 		}
@@ -118,9 +119,9 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		st.DeployState = v1alpha1.DeployStateRunning
 		recheck = deadline.Sub(now.Time)
 	case len(errs) == 0:
-		msg := fmt.Sprintf("%s applied and in sync", count(len(r.Out.Inventory), "object"))
+		msg := fmt.Sprintf("%s applied and in sync", wording.Count(len(r.Out.Inventory), "object"))
 		if vr.Spec.Wait {
-			msg = fmt.Sprintf("%s applied, in sync and healthy", count(len(r.Out.Inventory), "object"))
+			msg = fmt.Sprintf("%s applied, in sync and healthy", wording.Count(len(r.Out.Inventory), "object"))
 		}
 		if len(contended) > 0 {
 			// Ready, yet not settled: -o wide shows only this message.
@@ -160,22 +161,6 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	return recheck, c.updateStatus(ctx, vr)
 }
 
-// count says "1 object", "2 objects".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// verb picks the form that agrees with a count of n: one for 1, else many.
-func verb(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // needsPerson tells the failures that are retried but that time alone
 // rarely fixes: a kind nobody serves (a typo, or a CRD not installed), a
 // namespace that does not exist, a write the identity may not make, an
@@ -202,7 +187,7 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 	}
 	if len(out.Kept) > 0 {
 		c.event(vr, false, "Kept", "Kept %s that left the manifest, as their annotation %s asks, without Vidra's marks: %s",
-			count(len(out.Kept), "object"), v1alpha1.PrunePolicyAnnotation, truncate(strings.Join(out.Kept, ", ")))
+			wording.Count(len(out.Kept), "object"), v1alpha1.PrunePolicyAnnotation, truncate(strings.Join(out.Kept, ", ")))
 	}
 	// Restored objects have their own Event; Applied tells of the rest,
 	// except a new resource's first apply: its Ready condition says the
@@ -215,14 +200,14 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 		if out.Recreated > 0 {
 			how += fmt.Sprintf(", %d recreated for spec.force", out.Recreated)
 		}
-		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", count(created+configured, "object"), how, len(out.Inventory))
+		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", wording.Count(created+configured, "object"), how, len(out.Inventory))
 	}
 	if len(out.Pruned) > 0 {
-		c.event(vr, false, "Pruned", "Pruned %s: %s", count(len(out.Pruned), "object"), truncate(strings.Join(out.Pruned, ", ")))
+		c.event(vr, false, "Pruned", "Pruned %s: %s", wording.Count(len(out.Pruned), "object"), truncate(strings.Join(out.Pruned, ", ")))
 	}
 	if len(out.Released) > 0 {
 		c.event(vr, false, "Released", "Released %s that left the manifest, without deleting them (spec.prune is false); Vidra's marks removed: %s",
-			count(len(out.Released), "object"), truncate(strings.Join(out.Released, ", ")))
+			wording.Count(len(out.Released), "object"), truncate(strings.Join(out.Released, ", ")))
 	}
 	// Another writer fighting over a field: one Warning when it starts.
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond != nil && cond.Reason == v1alpha1.ReasonFieldConflict {
@@ -347,18 +332,16 @@ const maxRequestedAt = 256
 // handledRequest is what status echoes of a requested-at value: the value
 // itself, or, over maxRequestedAt, its start and "...", so that a tool
 // waiting for its own longer value sees it was not echoed as it was.
-func handledRequest(v string) string {
-	if len(v) <= maxRequestedAt {
-		return v
-	}
-	return v[:maxRequestedAt-3] + "..."
-}
+func handledRequest(v string) string { return truncateTo(v, maxRequestedAt) }
 
-func truncate(s string) string {
-	if len(s) <= maxMessage {
+func truncate(s string) string { return truncateTo(s, maxMessage) }
+
+// truncateTo cuts s to at most n bytes, its end replaced by "...".
+func truncateTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return s[:maxMessage-3] + "..."
+	return s[:n-3] + "..."
 }
 
 // metadataOnly asks the API server to answer a write with the object's

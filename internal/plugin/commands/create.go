@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/plugin/pack"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -81,7 +82,7 @@ and the line.`,
 				return printObject(r.streams.Out, vr, output)
 			}
 			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s created (%s from %s)%s\n",
-				v1alpha1.GroupName, vr.Name, countOf(len(m.Objects), "object"), countOf(len(m.Files), "file"), dryRunNote(dryRun))
+				v1alpha1.GroupName, vr.Name, wording.Count(len(m.Objects), "object"), wording.Count(len(m.Files), "file"), dryRunNote(dryRun))
 			return nil
 		},
 	}
@@ -94,12 +95,4 @@ and the line.`,
 	addDryRun(cmd, &dryRun)
 	addOutput(cmd, &output, "", "json", "yaml", "name")
 	return cmd
-}
-
-// countOf says n of noun: "1 file", "3 files".
-func countOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
