@@ -40,11 +40,11 @@ func DocumentJSON(text string, maxNodes int) ([]byte, error) {
 		// JSON has no aliases: what is left to check is what the JSON
 		// decoders would let through.
 		raw := []byte(strings.TrimSpace(text))
-		if dups, deep := scanJSON(raw); len(dups) > 0 || deep != nil {
-			if deep != nil {
-				return nil, &Error{Index: -1, Field: deep.String(), Reason: ReasonInvalidManifest, Message: fmt.Sprintf("values nest deeper than %d levels", maxDepth)}
+		if errs := jsonShapeErrors(raw, 0); len(errs) > 0 {
+			for _, e := range errs {
+				e.Index = -1
 			}
-			return nil, &Error{Index: -1, Field: dups[0].String(), Reason: ReasonInvalidManifest, Message: "this key is given twice"}
+			return nil, ErrorList(errs)
 		}
 		return raw, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 
 	sigsjson "sigs.k8s.io/json"
@@ -77,16 +78,14 @@ func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 	if !p.spendNodes(weight, over, lines.line(start+max(over, 0))) {
 		return
 	}
-	if dups, deep := scanJSON(raw); len(dups) > 0 || deep != nil {
+	if errs := jsonShapeErrors(raw, line); len(errs) > 0 {
 		index, ok := p.takeIndex(line)
 		if !ok {
 			return
 		}
-		for _, path := range dups {
-			p.invalid(index, line, path.String(), "this key is given twice")
-		}
-		if deep != nil {
-			p.invalid(index, line, deep.String(), "values nest deeper than %d levels; no Kubernetes object needs that many, flatten it", maxDepth)
+		for _, e := range errs {
+			e.Index = index
+			p.add(e)
 		}
 		return
 	}
@@ -99,6 +98,23 @@ func (p *parser) jsonDocument(raw []byte, start int, lines lineIndex) {
 		return
 	}
 	p.value(v, &jsonPosition{raw: raw, start: start, lines: lines}, false)
+}
+
+// jsonShapeErrors are the errors of raw, a valid JSON value at line, that
+// the JSON decoders would let through: keys given twice (at most maxErrors)
+// and a value nested deeper than maxDepth. Their Index is the caller's to
+// set.
+func jsonShapeErrors(raw []byte, line int) []*Error {
+	dups, deep := scanJSON(raw)
+	errs := make([]*Error, 0, len(dups)+1)
+	for _, path := range dups {
+		errs = append(errs, &Error{Line: line, Field: path.String(), Reason: ReasonInvalidManifest, Message: "this key is given twice"})
+	}
+	if deep != nil {
+		errs = append(errs, &Error{Line: line, Field: deep.String(), Reason: ReasonInvalidManifest,
+			Message: fmt.Sprintf("values nest deeper than %d levels; no Kubernetes object needs that many, flatten it", maxDepth)})
+	}
+	return errs
 }
 
 // scanJSON returns the paths of the keys given more than once in an object
