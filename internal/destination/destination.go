@@ -65,11 +65,7 @@ type Target struct {
 // often deleted with the namespace, before the resource's cleanup runs. An
 // error (the namespace gone, or unreadable) counts as not being deleted.
 func (t *Target) NamespaceDeleting(ctx context.Context, ns string) bool {
-	c := t.own
-	if c == nil {
-		c = t.Meta
-	}
-	obj, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
+	obj, err := t.own.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
 	return err == nil && obj.GetDeletionTimestamp() != nil
 }
 

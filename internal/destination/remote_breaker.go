@@ -183,8 +183,7 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 		// The caller gave up (an informer stopping, a reconcile cancelled at
 		// shutdown or out of time): that says nothing about the server.
 	default:
-		tripped := b.err == nil
-		b.err, b.failedAt, b.cooldown = err, b.clock.Now(), cooldown
+		tripped := b.tripLocked(err, cooldown)
 		b.mu.Unlock()
 		if tripped && b.onTrip != nil {
 			b.onTrip()
@@ -198,12 +197,19 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 // event over its limit), as after records one of the request itself.
 func (b *breaker) fail(err error) {
 	b.mu.Lock()
-	tripped := b.err == nil
-	b.err, b.failedAt, b.cooldown = err, b.clock.Now(), breakerCooldown
+	tripped := b.tripLocked(err, breakerCooldown)
 	b.mu.Unlock()
 	if tripped && b.onTrip != nil {
 		b.onTrip()
 	}
+}
+
+// tripLocked records a failure, which fails requests for cooldown; it
+// reports whether the breaker was closed until then. b.mu is held.
+func (b *breaker) tripLocked(err error, cooldown time.Duration) bool {
+	tripped := b.err == nil
+	b.err, b.failedAt, b.cooldown = err, b.clock.Now(), cooldown
+	return tripped
 }
 
 // wrap is a rest.Config WrapTransport of the clients reconciles wait on: it

@@ -14,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -118,15 +117,7 @@ func TestSlowRemoteServerDoesNotHoldEveryWorker(t *testing.T) {
 	attacker := tenantNamespace(t)
 	serviceAccount(t, attacker, "deployer")
 	grant(t, attacker, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["remote"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: pemCertificate(srv)}
-	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: "tenant-token"}
-	cfg.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "user"}
-	cfg.CurrentContext = "remote"
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := tenantKubeconfig(t, &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: pemCertificate(srv)})
 	// Objects of a kind no cluster knows: each mapping reads discovery,
 	// three slow requests, and there are two per resource.
 	manifest := "apiVersion: example.com/v1\nkind: Slow\nmetadata: {name: a}\n---\napiVersion: example.com/v1\nkind: Slow\nmetadata: {name: b}\n"

@@ -28,6 +28,19 @@ func remoteTenant(t *testing.T, cluster *clientcmdapi.Cluster) string {
 	ns := tenantNamespace(t)
 	serviceAccount(t, ns, "deployer")
 	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote"}, Verbs: []string{"get"}})
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote"},
+		Data:       map[string][]byte{"kubeconfig": tenantKubeconfig(t, cluster)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// tenantKubeconfig is a kubeconfig for cluster whose one context
+// authenticates with a tenant's bearer token.
+func tenantKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster) []byte {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["remote"] = cluster
 	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: "tenant-token"}
@@ -37,13 +50,7 @@ func remoteTenant(t *testing.T, cluster *clientcmdapi.Cluster) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote"},
-		Data:       map[string][]byte{"kubeconfig": data},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return data
 }
 
 // toRemoteSecret points a resource at server through Secret "remote", acting
