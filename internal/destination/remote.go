@@ -609,8 +609,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail), b.wrapUntimed)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, nil, b.fail), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, r.guard.listSlot(rk.secret.Namespace), b.fail), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -630,8 +630,18 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		return nil, nil, err
 	}
 	cc.breaker, cc.probe = b, dc.RESTClient()
-	return cc, watchDyn, nil
+	return cc, listsOnly{watchDyn}, nil
 }
+
+// listsOnly is the dynamic client of a remote cluster's informers, which
+// list before they watch instead of streaming the list as a watch. A list
+// is one answer, or pages, which the guard bounds before client-go decodes
+// them; a streamed list is held object by object until the server says it
+// is complete, and a server of the tenant's need never say so.
+type listsOnly struct{ dynamic.Interface }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflectors to list.
+func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // enqueueUsersOf requeues the resources of a cluster that came back, so that
 // they do not wait out a backoff grown during the outage.

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,10 @@ type remoteGuard struct {
 	// requests and informers bound the answers of the request clients and
 	// of the informers' clients; tests make them small.
 	requests, informers answerLimits
+
+	mu sync.Mutex
+	// slots are the list slots of the namespaces (see listSlot).
+	slots map[string]chan struct{}
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -91,8 +96,9 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		// The timeouts of client-go's own dialer.
 		dialer:    &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver:  net.DefaultResolver,
-		requests:  answerLimits{answer: maxAnswerBytes, event: maxEventBytes},
-		informers: answerLimits{answer: maxListBytes, event: maxEventBytes, timeout: informerRequestTimeout},
+		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues},
+		informers: answerLimits{answer: maxListBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues,
+			lists: true, timeout: informerRequestTimeout},
 	}, nil
 }
 
@@ -191,17 +197,25 @@ const (
 	// (etcd refuses objects over 1.5 MiB by default, about 3 MiB as JSON at
 	// most) or one discovery document (aggregated discovery of a cluster
 	// with 2,500 CRDs is about 1.5 MiB). Each worker may be reading one, and
-	// an answer is held two or three times over while it is decoded: eight
-	// workers at this limit stay within about 200 MiB.
+	// an answer is held two or three times over while it is decoded.
 	maxAnswerBytes = 8 << 20
-	// maxListBytes bounds an answer of the informers' clients, a list of the
-	// objects of one kind that carry Vidra's labels: 40 objects of etcd's
-	// largest, or tens of thousands of usual ones. Larger sets on one
-	// cluster need more memory than the operator's default limit anyway.
-	maxListBytes = 64 << 20
-	// maxEventBytes bounds one event of a watch stream, which holds one
-	// object.
-	maxEventBytes = 8 << 20
+	// maxAnswerValues bounds the JSON values of an answer, and of all the
+	// pages of a list together. Decoded into Go maps and slices, a value
+	// costs about 150 bytes however short its text: 64 MiB of tiny values
+	// once decoded into 1 GiB. 250,000 values decode into 40 MiB at most;
+	// a ConfigMap is 20 to 60 values, a Deployment as served about 200, a
+	// discovery document of 2,500 CRDs about 100,000.
+	maxAnswerValues = 250_000
+	// maxListBytes bounds what the informers' clients read of one list, its
+	// pages together: the objects of one kind that carry Vidra's labels on
+	// one cluster. With maxAnswerValues it holds some 5,000 ConfigMaps or
+	// 1,200 Deployments; larger sets are more than one operator should
+	// cache from a cluster it does not run in.
+	maxListBytes = 16 << 20
+	// maxEventBytes and maxEventValues bound one event of a watch stream,
+	// which holds one object.
+	maxEventBytes  = 8 << 20
+	maxEventValues = 100_000
 	// informerRequestTimeout bounds the requests of the informers' clients
 	// that are not watches (their lists): those clients have no timeout, as
 	// a watch is one long request, and a list trickling in must not hold
@@ -211,27 +225,42 @@ const (
 
 // answerLimits bounds what one client reads of a server's answers.
 type answerLimits struct {
-	// answer bounds a successful answer that is not a watch's; error
-	// answers are cut at maxErrorBody.
-	answer int64
-	// event bounds one event of a watch stream.
-	event int64
+	// answer and values bound a successful answer that is not a watch's, in
+	// bytes and in JSON values; error answers are cut at maxErrorBody.
+	answer, values int64
+	// event and eventValues bound one event of a watch stream.
+	event, eventValues int64
+	// lists says that the answers are lists, whose pages (requests with a
+	// continue token) are bounded together, as one answer: client-go's
+	// pager holds them all before anything reads them.
+	lists bool
 	// timeout bounds a request that is not a watch, 0 for none (the
 	// client's own timeout applies).
 	timeout time.Duration
 }
 
 // answerTooLargeError says that a server sent more than Vidra reads of one
-// answer or watch event.
+// answer, list or watch event: limit bytes, or values JSON values.
 type answerTooLargeError struct {
 	server string
 	what   string
 	limit  int64
+	values int64
+	// hint says what else the answer may mean.
+	hint string
 }
 
 func (e *answerTooLargeError) Error() string {
-	return fmt.Sprintf("the API server at %s sent %s over %s, more than Vidra reads from a remote cluster; is destination.server a Kubernetes API server?",
-		e.server, e.what, byteSize(e.limit))
+	over := byteSize(e.limit)
+	if e.values > 0 {
+		over = fmt.Sprintf("%d JSON values", e.values)
+	}
+	msg := fmt.Sprintf("the API server at %s sent %s over %s, more than Vidra reads from a remote cluster; is destination.server a Kubernetes API server?",
+		e.server, e.what, over)
+	if e.hint != "" {
+		msg += " " + e.hint
+	}
+	return msg
 }
 
 // byteSize writes a limit as people read it.
@@ -253,18 +282,46 @@ func byteSize(n int64) string {
 // would otherwise answer the tenant through them. Answers and watch events
 // over limits fail; failed, if not nil, is told of a watch event over its
 // limit, found after the request succeeded (the circuit breaker's fail).
-func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error)) func(http.RoundTripper) http.RoundTripper {
+// slot, if not nil, is held while an answer that is not a watch's is read:
+// the informers of one namespace's clusters then read one list at a time.
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, slot chan struct{}, failed func(error)) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, next: rt}
+		return &answerGuard{server: server, limits: limits, slot: slot, failed: failed, next: rt, lists: map[string]listRead{}}
 	}
+}
+
+// listSlot returns the slot of namespace's informers (see wrapAnswers). A
+// list is bounded, but a tenant chooses how many kinds its clusters list,
+// and each list is held whole, decoded, before it is cached.
+func (g *remoteGuard) listSlot(namespace string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.slots == nil {
+		g.slots = map[string]chan struct{}{}
+	}
+	slot, ok := g.slots[namespace]
+	if !ok {
+		slot = make(chan struct{}, 1)
+		g.slots[namespace] = slot
+	}
+	return slot
 }
 
 type answerGuard struct {
 	server string
 	limits answerLimits
+	slot   chan struct{}
 	failed func(error)
 	next   http.RoundTripper
+
+	mu sync.Mutex
+	// lists holds what was read of each list, by path and selectors, for
+	// limits.lists: the pages of a list add up.
+	lists map[string]listRead
 }
+
+// listRead is what was read of a list's pages so far.
+type listRead struct{ bytes, values int64 }
 
 // maxErrorBody bounds what is read of an error answer to check it: a
 // Kubernetes Status is a few hundred bytes.
@@ -272,6 +329,16 @@ const maxErrorBody = 64 << 10
 
 func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	watch := isWatch(req)
+	release := func() {}
+	if t.slot != nil && !watch {
+		select {
+		case t.slot <- struct{}{}:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+		var once sync.Once
+		release = func() { once.Do(func() { <-t.slot }) }
+	}
 	if t.limits.timeout > 0 && !watch {
 		// Every answer but a watch's is read whole below, before the
 		// deadline is let go.
@@ -281,16 +348,18 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp == nil {
+		release()
 		return resp, err
 	}
 	verdict, body, rerr := t.kubernetesAnswer(req, resp)
 	switch {
 	case rerr != nil:
+		release()
 		resp.Body.Close()
 		var tooLarge *answerTooLargeError
 		if errors.As(rerr, &tooLarge) {
 			klog.FromContext(req.Context()).V(2).Info("Refused an answer over its limit",
-				"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "limit", tooLarge.limit)
+				"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "limit", tooLarge.limit, "values", tooLarge.values)
 			return nil, rerr
 		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
@@ -301,14 +370,79 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	case verdict == answerKubernetes:
 		if body != nil {
-			resp.Body = io.NopCloser(bytes.NewReader(body))
+			// The slot is held until client-go has the answer, which it
+			// decodes as soon as it has read it.
+			resp.Body = &slotBody{Reader: bytes.NewReader(body), release: release}
+		} else {
+			release()
 		}
 		return resp, nil
 	}
+	release()
 	resp.Body.Close()
 	klog.FromContext(req.Context()).V(2).Info("Replaced an answer that is not a Kubernetes API server's",
 		"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "contentType", resp.Header.Get("Content-Type"))
 	return foreignAnswer(req, resp, t.server), nil
+}
+
+// slotBody is an answer read whole, which lets its slot go once read or
+// closed.
+type slotBody struct {
+	*bytes.Reader
+	release func()
+}
+
+func (b *slotBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *slotBody) Close() error {
+	b.release()
+	return nil
+}
+
+// countValues bounds the JSON values of an answer read whole: of the list
+// its pages make up, for lists.
+func (t *answerGuard) countValues(req *http.Request, body []byte) error {
+	var scan jsonScan
+	for _, c := range body {
+		scan.feed(c)
+	}
+	what, read := "an answer", listRead{bytes: int64(len(body)), values: scan.values}
+	if t.limits.lists && req.Method == http.MethodGet {
+		what = "a list"
+		q := req.URL.Query()
+		key := req.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
+		t.mu.Lock()
+		if q.Get("continue") != "" {
+			prev := t.lists[key]
+			read.bytes += prev.bytes
+			read.values += prev.values
+		}
+		t.lists[key] = read
+		t.mu.Unlock()
+	}
+	switch {
+	case read.values > t.limits.values:
+		return t.tooLarge(what, 0, t.limits.values)
+	case read.bytes > t.limits.answer:
+		return t.tooLarge(what, t.limits.answer, 0)
+	}
+	return nil
+}
+
+// tooLarge is the error of an answer over limit bytes or values.
+func (t *answerGuard) tooLarge(what string, limit, values int64) error {
+	e := &answerTooLargeError{server: t.server, what: what, limit: limit, values: values}
+	if what == "a list" {
+		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster (%s or %d JSON values in one list, its pages together).",
+			byteSize(t.limits.answer), t.limits.values)
+	}
+	return e
 }
 
 // WrappedRoundTripper lets client-go reach the transport underneath.
@@ -352,14 +486,18 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	var body []byte
 	if ok2xx {
 		limit := t.limits.answer
+		what := "an answer"
+		if t.limits.lists && req.Method == http.MethodGet {
+			what = "a list"
+		}
 		if resp.ContentLength > limit {
-			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+			return answerForeign, nil, t.tooLarge(what, limit, 0)
 		}
 		if body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return answerForeign, nil, err
 		}
 		if int64(len(body)) > limit {
-			return answerForeign, nil, &answerTooLargeError{server: t.server, what: "an answer", limit: limit}
+			return answerForeign, nil, t.tooLarge(what, limit, 0)
 		}
 	} else {
 		// An error answer is the server's say on one request, not a
@@ -371,8 +509,14 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	}
 	if protobuf {
 		// client-go's protobuf decoding errors never quote the body; a cut
-		// error answer fails to decode.
+		// error answer fails to decode. Protobuf decodes into typed
+		// objects, whose size follows the bytes'.
 		return answerKubernetes, body, nil
+	}
+	if ok2xx {
+		if err := t.countValues(req, body); err != nil {
+			return answerForeign, nil, err
+		}
 	}
 	if ok2xx && req.URL.Path == "/version" {
 		// Decoded into a fixed struct: unknown fields are dropped, nothing
@@ -393,7 +537,7 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	return answerKubernetes, body, nil
 }
 
-// eventLimitBody ends a watch stream at an event over the guard's limit,
+// eventLimitBody ends a watch stream at an event over the guard's limits,
 // before client-go's decoder buffers it: its JSON framer reads a whole
 // value, however large, before it looks at it. It follows the framing as
 // the bytes pass: for JSON, the nesting of brackets outside strings (an
@@ -405,11 +549,10 @@ type eventLimitBody struct {
 	protobuf bool
 	err      error
 
-	// n counts the bytes of the current JSON event; depth, inString and
-	// escaped follow its syntax.
-	n                 int64
-	depth             int
-	inString, escaped bool
+	// n counts the bytes of the current JSON event, scan its syntax and
+	// values.
+	n    int64
+	scan jsonScan
 	// header collects a protobuf frame's length, hn of its 4 bytes so far;
 	// left is what remains of the frame after it.
 	header [4]byte
@@ -423,10 +566,9 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.body.Read(p)
 	for i := range n {
-		if b.over(p[i]) {
-			g := b.guard
-			b.err = &answerTooLargeError{server: g.server, what: "a watch event", limit: g.limits.event}
-			if g.failed != nil {
+		if err := b.over(p[i]); err != nil {
+			b.err = err
+			if g := b.guard; g.failed != nil {
 				g.failed(b.err)
 			}
 			return i, b.err
@@ -437,52 +579,77 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 
 func (b *eventLimitBody) Close() error { return b.body.Close() }
 
-// over takes the next byte of the stream and tells whether the current
-// event has passed the limit.
-func (b *eventLimitBody) over(c byte) bool {
+// over takes the next byte of the stream and returns an error once the
+// current event has passed a limit.
+func (b *eventLimitBody) over(c byte) error {
+	g := b.guard
 	if b.protobuf {
 		if b.hn < len(b.header) {
 			b.header[b.hn] = c
 			b.hn++
 			if b.hn == len(b.header) {
 				b.left = uint32(b.header[0])<<24 | uint32(b.header[1])<<16 | uint32(b.header[2])<<8 | uint32(b.header[3])
-				if int64(b.left) > b.guard.limits.event {
-					return true
+				if int64(b.left) > g.limits.event {
+					return g.tooLarge("a watch event", g.limits.event, 0)
 				}
 				if b.left == 0 {
 					b.hn = 0
 				}
 			}
-			return false
+			return nil
 		}
 		if b.left--; b.left == 0 {
 			b.hn = 0
 		}
-		return false
+		return nil
 	}
 	b.n++
+	if b.scan.feed(c) {
+		// An event, or the white space between events, ended.
+		b.n, b.scan.values = 0, 0
+	}
 	switch {
-	case b.inString:
+	case b.n > g.limits.event:
+		return g.tooLarge("a watch event", g.limits.event, 0)
+	case g.limits.eventValues > 0 && b.scan.values > g.limits.eventValues:
+		return g.tooLarge("a watch event", 0, g.limits.eventValues)
+	}
+	return nil
+}
+
+// jsonScan follows JSON text a byte at a time, as far as bounding it needs:
+// the nesting of brackets outside strings, and the values, counted as the
+// brackets and commas that open them.
+type jsonScan struct {
+	depth             int
+	inString, escaped bool
+	values            int64
+}
+
+// feed takes the next byte and reports whether a value at the top level, or
+// white space between two, ended with it.
+func (s *jsonScan) feed(c byte) bool {
+	switch {
+	case s.inString:
 		switch {
-		case b.escaped:
-			b.escaped = false
+		case s.escaped:
+			s.escaped = false
 		case c == '\\':
-			b.escaped = true
+			s.escaped = true
 		case c == '"':
-			b.inString = false
+			s.inString = false
 		}
 	case c == '"':
-		b.inString = true
+		s.inString = true
 	case c == '{' || c == '[':
-		b.depth++
+		s.depth++
+		s.values++
+	case c == ',':
+		s.values++
 	case c == '}' || c == ']':
-		b.depth = max(b.depth-1, 0)
+		s.depth = max(s.depth-1, 0)
 	}
-	if b.depth == 0 && !b.inString && (c == '}' || c == ']' || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-		// An event, or the white space between events, ended.
-		b.n = 0
-	}
-	return b.n > b.guard.limits.event
+	return s.depth == 0 && !s.inString && (c == '}' || c == ']' || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n')
 }
 
 // isDiscoveryKind reports the answers of discovery that may carry no

@@ -1,6 +1,7 @@
 package destination
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/pem"
 	"fmt"
@@ -9,13 +10,19 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 )
 
@@ -130,8 +137,8 @@ func TestRemoteListOverTheLimitIsRefused(t *testing.T) {
 	srv = hostileServer(t, list(64<<20))
 	cc, watchDyn, allocated := clientsFor(t, srv, limit)
 	_, err := watchDyn.Resource(cms).Namespace("ns").List(t.Context(), metav1.ListOptions{})
-	if err == nil || !strings.Contains(err.Error(), "sent an answer over 1 MiB") {
-		t.Fatalf("err = %v; want an answer over 1 MiB (the list limit)", err)
+	if err == nil || !strings.Contains(err.Error(), "sent a list over 1 MiB") {
+		t.Fatalf("err = %v; want a list over 1 MiB (the list limit)", err)
 	}
 	if !cc.breaker.isOpen() {
 		t.Error("the list over the limit did not open the breaker")
@@ -230,5 +237,245 @@ func TestProtobufWatchFrameOverTheLimit(t *testing.T) {
 	}
 	if want := len(stream) - 100 - 1; len(read) != want {
 		t.Errorf("read %d bytes; want the %d before the last frame's length ended", len(read), want)
+	}
+}
+
+// tinyObjects writes n ConfigMaps of a few values each, separated by commas:
+// the cheapest text that decodes into the most memory.
+func tinyObjects(w io.Writer, from, n int) {
+	for i := range n {
+		if i > 0 {
+			io.WriteString(w, ",")
+		}
+		fmt.Fprintf(w, `{"metadata":{"name":"c%d","namespace":"ns","labels":{"a":"b"}}}`, from+i)
+	}
+}
+
+// A list under the byte limit can still decode into far more memory than
+// its size: 64 MiB of tiny objects once decoded into 1 GiB. Lists are
+// bounded in JSON values too, before client-go decodes them.
+func TestRemoteListOfTinyValuesIsRefused(t *testing.T) {
+	const objects = 100_000 // 6 MiB of text, 600,000 values
+	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`)
+		tinyObjects(w, 0, objects)
+		io.WriteString(w, `]}`)
+	})
+	cc, watchDyn, allocated := clientsFor(t, srv, 64<<20)
+	_, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").List(t.Context(), metav1.ListOptions{})
+	want := fmt.Sprintf("sent a list over %d JSON values", maxAnswerValues)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v; want one saying %q", err, want)
+	}
+	if !cc.breaker.isOpen() {
+		t.Error("the list over the limit did not open the breaker")
+	}
+	// The text is read (6 MiB, twice over as it grows); decoded, it would
+	// be over 100 MiB.
+	if alloc := allocated(); alloc > 48<<20 {
+		t.Errorf("refusing a list of %d tiny objects allocated %d MiB", objects, alloc>>20)
+	}
+}
+
+// A server may answer a list in pages, each under the limits, for ever:
+// client-go's pager holds every page until the last. The pages of a list
+// are bounded together.
+func TestRemoteListPagesAddUp(t *testing.T) {
+	var pages atomic.Int32
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n := pages.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1","continue":"page-%d"},"items":[`, n)
+		tinyObjects(w, int(n)*1000, 1000)
+		io.WriteString(w, `]}`)
+	})
+	_, watchDyn, allocated := clientsFor(t, srv, 64<<20)
+	lw := &cache.ListWatch{ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+		return watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").List(ctx, o)
+	}}
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (kruntime.Object, error) { return lw.ListWithContext(t.Context(), o) }))
+	_, _, err := p.ListWithAlloc(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
+	want := fmt.Sprintf("sent a list over %d JSON values", maxAnswerValues)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v; want one saying %q", err, want)
+	}
+	// 6,000 values a page: the limit is passed on page 42.
+	if n := pages.Load(); n != maxAnswerValues/6000+1 {
+		t.Errorf("%d pages read; want %d", n, maxAnswerValues/6000+1)
+	}
+	// The pager holds the 42,000 objects decoded (some 40 MiB), and
+	// allocated about three times that on the way; without the bound it
+	// grows until the process dies.
+	alloc := allocated()
+	if alloc > 256<<20 {
+		t.Errorf("refusing endless pages allocated %d MiB", alloc>>20)
+	}
+	t.Logf("%d pages, %d MiB allocated", pages.Load(), alloc>>20)
+}
+
+// A list without a continue token starts afresh; pages of another list
+// (another selector) are counted apart.
+func TestRemoteListPagesAreCountedPerList(t *testing.T) {
+	g := &answerGuard{server: "https://remote.example", limits: answerLimits{answer: 1 << 20, values: 10, lists: true}, lists: map[string]listRead{}}
+	page := []byte(`{"items":[{},{},{},{}]}`) // 6 values
+	read := func(query string) error {
+		req, _ := http.NewRequest(http.MethodGet, "https://remote.example/api/v1/configmaps?"+query, nil)
+		return g.countValues(req, page)
+	}
+	steps := []struct {
+		query   string
+		refused bool
+	}{
+		{"labelSelector=a", false},
+		{"labelSelector=b", false},           // another list
+		{"labelSelector=a&continue=x", true}, // 12 values
+		{"labelSelector=a", false},           // afresh
+		{"labelSelector=b&continue=y", true}, // 12 values
+		{"labelSelector=b&fieldSelector=f", false},
+	}
+	for i, s := range steps {
+		if err := read(s.query); (err != nil) != s.refused {
+			t.Errorf("step %d (%s): err = %v; refused want %v", i, s.query, err, s.refused)
+		}
+	}
+}
+
+// A watch event is bounded in values as well as in bytes.
+func TestRemoteWatchEventOfTinyValuesEndsTheWatch(t *testing.T) {
+	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, watchEvent("small", "v"))
+		io.WriteString(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"huge","namespace":"ns"},"data":{"k":[`)
+		for i := range 2 * maxEventValues {
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			io.WriteString(w, "[]")
+		}
+		io.WriteString(w, "]}}}\n")
+	})
+	cc, watchDyn, _ := clientsFor(t, srv, 64<<20)
+	w, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			got = append(got, fmt.Sprintf("error: %v", ev.Object))
+			continue
+		}
+		o, _ := ev.Object.(metav1.Object)
+		got = append(got, string(ev.Type)+" "+o.GetName())
+	}
+	want := fmt.Sprintf("sent a watch event over %d JSON values", maxEventValues)
+	if len(got) != 2 || got[0] != "ADDED small" || !strings.Contains(got[1], want) {
+		t.Fatalf("events %q; want the small one, then an error saying %q", got, want)
+	}
+	if !cc.breaker.isOpen() {
+		t.Error("the event over the limit did not open the breaker")
+	}
+}
+
+// A remote cluster's informers list, then watch: a list streamed as a
+// watch (client-go's default) is held object by object until the server
+// says it is complete, which a tenant's server need never say.
+func TestRemoteInformersListInsteadOfStreaming(t *testing.T) {
+	var mu sync.Mutex
+	var requests []string
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if isWatch(r) {
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	})
+	_, watchDyn, _ := clientsFor(t, srv, 64<<20)
+	inf := dynamicinformer.NewFilteredDynamicInformer(watchDyn, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ns", 0, nil, nil).Informer()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, q := range requests {
+		if strings.Contains(q, "sendInitialEvents") {
+			t.Fatalf("the informer streamed its list: %q", requests)
+		}
+	}
+	if len(requests) == 0 || strings.Contains(requests[0], "watch=") {
+		t.Fatalf("requests %q; want a list first", requests)
+	}
+}
+
+// The informers of one namespace's clusters read one list at a time, since
+// each list is held whole and decoded before it is cached, and a tenant
+// chooses how many kinds its clusters list; another namespace's lists do
+// not wait for them.
+func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
+	g := guard(t, Guard{})
+	var inFlight, most atomic.Int32
+	hold := make(chan struct{})
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if r.URL.Query().Get("labelSelector") == "held" {
+			<-hold
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	})
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
+	client := func(namespace string) dynamic.Interface {
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+		_, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: namespace, Name: "kubeconfig"}, server: srv.URL}, cfg, srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return watchDyn
+	}
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	list := func(c dynamic.Interface, selector string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Resource(cms).Namespace("ns").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+			done <- err
+		}()
+		return done
+	}
+	a1, a2, b := client("team-a"), client("team-a"), client("team-b")
+	held := list(a1, "held")
+	for inFlight.Load() != 1 {
+		runtime.Gosched()
+	}
+	waiting := list(a2, "")
+	// Team b's list passes while team a's second waits; it is the barrier:
+	// had team a's second been sent, it would have been sent before.
+	if err := <-list(b, ""); err != nil {
+		t.Fatal(err)
+	}
+	if m := most.Load(); m != 2 {
+		t.Fatalf("%d lists were read at once; want 2 (team a's first and team b's)", m)
+	}
+	select {
+	case err := <-waiting:
+		t.Fatalf("team a's second list was read while its first was: %v", err)
+	default:
+	}
+	close(hold)
+	for _, done := range []<-chan error{held, waiting} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
