@@ -94,8 +94,8 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		deny:      deny,
 		slow:      g.SlowAnswer,
 		// The timeouts of client-go's own dialer.
-		dialer:    &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		resolver:  net.DefaultResolver,
+		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		resolver: net.DefaultResolver,
 		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues},
 		informers: answerLimits{answer: maxListBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues,
 			lists: true, timeout: informerRequestTimeout},
