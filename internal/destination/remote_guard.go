@@ -439,7 +439,7 @@ func (t *answerGuard) countValues(req *http.Request, body []byte) error {
 func (t *answerGuard) tooLarge(what string, limit, values int64) error {
 	e := &answerTooLargeError{server: t.server, what: what, limit: limit, values: values}
 	if what == "a list" {
-		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster (%s or %d JSON values in one list, its pages together).",
+		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster: %s or %d JSON values in one list, its pages together",
 			byteSize(t.limits.answer), t.limits.values)
 	}
 	return e

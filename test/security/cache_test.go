@@ -1,0 +1,134 @@
+package security_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// fakeCluster is a tenant's own "API server": enough of Kubernetes' API for
+// Vidra to apply ConfigMaps to it (discovery, server-side apply), with the
+// list and the watch of ConfigMaps left to the test.
+type fakeCluster struct {
+	srv *httptest.Server
+	// list answers a list of ConfigMaps, watch a watch of them.
+	list, watch func(w http.ResponseWriter, r *http.Request)
+	lists       atomic.Int64
+	watches     atomic.Int64
+}
+
+func newFakeCluster(t *testing.T, list, watch func(w http.ResponseWriter, r *http.Request)) *fakeCluster {
+	t.Helper()
+	c := &fakeCluster{list: list, watch: watch}
+	c.srv = httptest.NewTLSServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch path := r.URL.Path; {
+	case path == "/version":
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.1"}`)
+	case path == "/api":
+		fmt.Fprint(w, `{"kind":"APIVersions","apiVersion":"v1","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1"}]}`)
+	case path == "/api/v1":
+		fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[`+
+			`{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["create","delete","get","list","patch","update","watch"]}]}`)
+	case path == "/apis":
+		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+	case strings.HasSuffix(path, "/configmaps") && r.Method == http.MethodGet:
+		if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+			c.watches.Add(1)
+			c.watch(w, r)
+			return
+		}
+		c.lists.Add(1)
+		c.list(w, r)
+	case strings.Contains(path, "/configmaps/") && r.Method == http.MethodPatch:
+		// Server-side apply: the object as sent, with what a server adds.
+		var obj map[string]any
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &obj); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","code":400}`)
+			return
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			obj["metadata"] = md
+		}
+		md["resourceVersion"], md["uid"] = "1", "00000000-0000-0000-0000-000000000001"
+		_ = json.NewEncoder(w).Encode(obj)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+	}
+}
+
+// hangWatch holds a watch open, sending nothing, until the client leaves.
+func hangWatch(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
+// tinyConfigMaps writes n ConfigMaps of a few JSON values each: the
+// cheapest text that decodes into the most memory.
+func tinyConfigMaps(w io.Writer, n int) {
+	for i := range n {
+		if i > 0 {
+			io.WriteString(w, ",")
+		}
+		fmt.Fprintf(w, `{"metadata":{"name":"c%d","namespace":"x","labels":{"a":"b"}}}`, i)
+	}
+}
+
+// TestRemoteListOfTinyObjectsCannotTakeOperatorDown: a tenant's server
+// answers the list of an informer with 12 MiB of tiny ConfigMaps, 1.2
+// million JSON values, under every byte limit. Decoded, they took some
+// 200 MiB of heap (the operator's limit is 256 Mi), and a list can be
+// sent again on every relist. Now the list is refused before it is decoded,
+// the resource says why, and the heap stays within budget.
+func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
+	const objects = 200_000
+	var once sync.Once
+	listed := make(chan struct{})
+	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`)
+		tinyConfigMaps(w, objects)
+		io.WriteString(w, `]}`)
+		once.Do(func() { close(listed) })
+	}, hangWatch)
+	ns := remoteTenant(t, &clientcmdapi.Cluster{Server: cluster.srv.URL, CertificateAuthorityData: pemCertificate(cluster.srv)})
+
+	peak := sampleHeap(t)
+	createVR(t, ns, "tiny", cmDoc("x"), toRemoteSecret(cluster.srv.URL))
+	msg := readyMessageOf(t, ns, "tiny", v1alpha1.ReasonDestinationError)
+	<-listed
+	if !strings.Contains(msg, "sent a list over 250000 JSON values") || !strings.Contains(msg, "is destination.server a Kubernetes API server?") {
+		t.Errorf("Ready message does not say the list was over the limit: %s", msg)
+	}
+	// The barrier: another namespace's resource is reconciled after it.
+	other := tenant(t)
+	createVR(t, other, "after", cmDoc("after"), asServiceAccount("deployer"))
+	waitVR(t, other, "after", "became Ready", isReady)
+
+	before, highest, alloc := peak()
+	if highest > before+heapBudget {
+		t.Errorf("the heap in use grew from %d MiB to %d MiB while the operator read the list, more than the budget of %d MiB", before>>20, highest>>20, heapBudget>>20)
+	}
+	t.Logf("%d lists read; heap in use %d MiB before, at most %d MiB during; %d MiB allocated in all; Ready: %s",
+		cluster.lists.Load(), before>>20, highest>>20, alloc>>20, msg)
+}
