@@ -97,7 +97,7 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver: net.DefaultResolver,
 		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues},
-		informers: answerLimits{answer: maxListBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues,
+		informers: answerLimits{answer: maxListBytes, values: maxListValues, event: maxEventBytes, eventValues: maxEventValues,
 			lists: true, timeout: informerRequestTimeout},
 	}, nil
 }
@@ -199,16 +199,24 @@ const (
 	// with 2,500 CRDs is about 1.5 MiB). Each worker may be reading one, and
 	// an answer is held two or three times over while it is decoded.
 	maxAnswerBytes = 8 << 20
-	// maxAnswerValues bounds the JSON values of an answer, and of all the
-	// pages of a list together. Decoded into Go maps and slices, a value
-	// costs about 150 bytes however short its text: 64 MiB of tiny values
-	// once decoded into 1 GiB. 250,000 values decode into 40 MiB at most;
-	// a ConfigMap is 20 to 60 values, a Deployment as served about 200, a
-	// discovery document of 2,500 CRDs about 100,000.
-	maxAnswerValues = 250_000
+	// maxAnswerValues bounds the JSON values of an answer of the request
+	// clients, and maxListValues those of a list, its pages together.
+	// Decoded into Go maps and slices, a value costs up to 170 bytes
+	// however short its text: 64 MiB of tiny values once decoded into
+	// 1 GiB. 100,000 values decode into 17 MiB at most, and each worker may
+	// be decoding one answer: one object (a ConfigMap is 20 to 60 values, a
+	// Deployment as served about 200, etcd's largest CustomResourceDefinition
+	// some 75,000) or one discovery document. 250,000 values, 42 MiB at
+	// most, hold some 5,000 ConfigMaps or 1,200 Deployments, and the
+	// informers of a namespace's clusters read one list at a time.
+	maxAnswerValues = 100_000
+	maxListValues   = 250_000
+	// maxDiscoveryValues bounds a discovery document, decoded into fixed
+	// structs: 500,000 values describe some 15,000 resources.
+	maxDiscoveryValues = 500_000
 	// maxListBytes bounds what the informers' clients read of one list, its
 	// pages together: the objects of one kind that carry Vidra's labels on
-	// one cluster. With maxAnswerValues it holds some 5,000 ConfigMaps or
+	// one cluster. With maxListValues it holds some 5,000 ConfigMaps or
 	// 1,200 Deployments; larger sets are more than one operator should
 	// cache from a cluster it does not run in.
 	maxListBytes = 16 << 20
@@ -407,7 +415,7 @@ func (b *slotBody) Close() error {
 
 // countValues bounds the JSON values of an answer read whole: of the list
 // its pages make up, for lists.
-func (t *answerGuard) countValues(req *http.Request, body []byte) error {
+func (t *answerGuard) countValues(req *http.Request, body []byte, limit int64) error {
 	var scan jsonScan
 	for _, c := range body {
 		scan.feed(c)
@@ -427,8 +435,8 @@ func (t *answerGuard) countValues(req *http.Request, body []byte) error {
 		t.mu.Unlock()
 	}
 	switch {
-	case read.values > t.limits.values:
-		return t.tooLarge(what, 0, t.limits.values)
+	case read.values > limit:
+		return t.tooLarge(what, 0, limit)
 	case read.bytes > t.limits.answer:
 		return t.tooLarge(what, t.limits.answer, 0)
 	}
@@ -513,11 +521,6 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 		// objects, whose size follows the bytes'.
 		return answerKubernetes, body, nil
 	}
-	if ok2xx {
-		if err := t.countValues(req, body); err != nil {
-			return answerForeign, nil, err
-		}
-	}
 	if ok2xx && req.URL.Path == "/version" {
 		// Decoded into a fixed struct: unknown fields are dropped, nothing
 		// of the body reaches an error.
@@ -533,6 +536,18 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	case tm.APIVersion == "" && !isDiscoveryKind(tm.Kind):
 		// The dynamic client's decoder quotes an object without apiVersion.
 		return answerForeign, nil, nil
+	}
+	if ok2xx {
+		// Discovery documents decode into fixed structs, which drop what
+		// they do not know, and are the largest answers of a cluster with
+		// thousands of CRDs: about 30 values a resource.
+		values := t.limits.values
+		if isDiscoveryKind(tm.Kind) || tm.Kind == "APIGroupDiscoveryList" {
+			values = max(values, maxDiscoveryValues)
+		}
+		if err := t.countValues(req, body, values); err != nil {
+			return answerForeign, nil, err
+		}
 	}
 	return answerKubernetes, body, nil
 }

@@ -264,7 +264,7 @@ func TestRemoteListOfTinyValuesIsRefused(t *testing.T) {
 	})
 	cc, watchDyn, allocated := clientsFor(t, srv, 64<<20)
 	_, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").List(t.Context(), metav1.ListOptions{})
-	want := fmt.Sprintf("sent a list over %d JSON values", maxAnswerValues)
+	want := fmt.Sprintf("sent a list over %d JSON values", maxListValues)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v; want one saying %q", err, want)
 	}
@@ -296,13 +296,13 @@ func TestRemoteListPagesAddUp(t *testing.T) {
 	}}
 	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (kruntime.Object, error) { return lw.ListWithContext(t.Context(), o) }))
 	_, _, err := p.ListWithAlloc(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
-	want := fmt.Sprintf("sent a list over %d JSON values", maxAnswerValues)
+	want := fmt.Sprintf("sent a list over %d JSON values", maxListValues)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v; want one saying %q", err, want)
 	}
 	// 6,000 values a page: the limit is passed on page 42.
-	if n := pages.Load(); n != maxAnswerValues/6000+1 {
-		t.Errorf("%d pages read; want %d", n, maxAnswerValues/6000+1)
+	if n := pages.Load(); n != maxListValues/6000+1 {
+		t.Errorf("%d pages read; want %d", n, maxListValues/6000+1)
 	}
 	// The pager holds the 42,000 objects decoded (some 40 MiB), and
 	// allocated about three times that on the way; without the bound it
@@ -321,7 +321,7 @@ func TestRemoteListPagesAreCountedPerList(t *testing.T) {
 	page := []byte(`{"items":[{},{},{},{}]}`) // 6 values
 	read := func(query string) error {
 		req, _ := http.NewRequest(http.MethodGet, "https://remote.example/api/v1/configmaps?"+query, nil)
-		return g.countValues(req, page)
+		return g.countValues(req, page, 10)
 	}
 	steps := []struct {
 		query   string
@@ -477,5 +477,36 @@ func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// An answer to a request is bounded in values too, since each worker may
+// be decoding one; discovery documents, decoded into fixed structs, may
+// hold more.
+func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
+	values := func(kind, apiVersion string, n int) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"kind":%q,"apiVersion":%q,"metadata":{"name":"a","namespace":"ns"},"data":{"k":[`, kind, apiVersion)
+			io.WriteString(w, strings.TrimSuffix(strings.Repeat("{},", n), ","))
+			io.WriteString(w, `]}}`)
+		}
+	}
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	srv := hostileServer(t, values("ConfigMap", "v1", 2*maxAnswerValues))
+	cc, _, allocated := clientsFor(t, srv, 64<<20)
+	_, err := cc.client.Resource(cms).Namespace("ns").Get(t.Context(), "a", metav1.GetOptions{})
+	want := fmt.Sprintf("sent an answer over %d JSON values", maxAnswerValues)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v; want one saying %q", err, want)
+	}
+	if alloc := allocated(); alloc > 16<<20 {
+		t.Errorf("refusing an answer of %d values allocated %d MiB", 2*maxAnswerValues, alloc>>20)
+	}
+
+	srv = hostileServer(t, values("APIResourceList", "v1", 2*maxAnswerValues))
+	cc, _, _ = clientsFor(t, srv, 64<<20)
+	if err := cc.probe.Get().AbsPath("/api/v1").Do(t.Context()).Error(); err != nil {
+		t.Errorf("a discovery document of %d values: %v", 2*maxAnswerValues, err)
 	}
 }
