@@ -262,7 +262,8 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 		r.holds[c.name] = h
 	}
 	h.trips++
-	hold := r.budgetHoldFor(h.trips)
+	trips := h.trips
+	hold := r.budgetHoldFor(trips)
 	h.until = now.Add(hold)
 	h.err = &BudgetError{Cluster: c.name, Budget: c.budget.Name(), Max: c.budget.Max()}
 	used := c.budget.Used()
@@ -290,7 +291,7 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	}
 	r.log.Info("Informers stopped: the cluster's caches went over their object budget",
 		"cluster", c.name, "budget", c.budget.Name(), "max", c.budget.Max(), "used", used,
-		"informers", stopped, "hold", hold, "times", h.trips, "ownersTold", told)
+		"informers", stopped, "hold", hold, "times", trips, "ownersTold", told)
 	r.tell(tell)
 }
 

@@ -401,7 +401,10 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part[K]) {
 // listed synced, and wakes its owners (see awaitSync). It unlocks
 // Registry.mu.
 func (r *Registry[K]) syncedLocked(e *entry[K]) {
-	if r.entries[e.ref] != e || e.state != StatePending || e.listing() {
+	// A cluster whose list went over its budget is about to be stopped (see
+	// Registry.overBudget): synced, its owners would be woken for nothing,
+	// and told of the failure again as if it were a new one.
+	if r.entries[e.ref] != e || e.state != StatePending || e.listing() || e.clients.tripping.Load() {
 		r.mu.Unlock()
 		return
 	}
