@@ -128,14 +128,16 @@ type Options[K comparable] struct {
 	// whose resource is not served (StateGone) retry by itself, with an
 	// exponential backoff from one second up to RetryMaxDelay, for as long as
 	// an owner tracks its ref. The ref reports the failure in between, and
-	// owners are told of it once. Without it, a failed informer waits for its
-	// owners to Track the ref again.
+	// owners are told of it once. The informers of a cluster stopped over
+	// its Budget (StateOverBudget) are retried too, once the cluster's hold
+	// has passed. Without it, a failed informer waits for its owners to
+	// Track the ref again.
 	RetryFailed bool
-	// RetryMaxDelay caps the backoff of RetryFailed; zero or less means five
-	// minutes.
+	// RetryMaxDelay caps the backoff of RetryFailed and the hold of a
+	// cluster over its Budget; zero or less means five minutes.
 	RetryMaxDelay time.Duration
-	// Clock drives linger, retries and expectation expiry; nil means the
-	// real clock.
+	// Clock drives linger, retries, budget holds and expectation expiry;
+	// nil means the real clock.
 	Clock clock.WithTicker
 	// Logger receives the registry's logs and, through the informers'
 	// contexts, client-go's, with the keys cluster, gvr, namespace and owner.
