@@ -33,6 +33,8 @@
 //     EventStateChanged; report it. Track again later (the operator's
 //     periodic reconcile) to retry, or set Options.RetryFailed and the
 //     registry retries with a backoff by itself.
+//   - ErrOverBudget: the ref's cluster went over its Budget and is held;
+//     report it. It is retried after the hold (see StateOverBudget).
 //   - apierrors.IsNotFound: the object does not exist.
 //
 // So that the owner is not woken by its own writes, declare each write with
@@ -71,7 +73,11 @@
 // 403 or 404 from list or watch the informer stops at once (state Forbidden or
 // Gone), and with Options.RetryFailed a fresh one follows after a backoff.
 // Replacing or removing a cluster's clients stops its informers (state
-// Stopped) and tells their owners. An all-namespaces informer that has synced
+// Stopped) and tells their owners. A cluster given a Budget (SetCluster's
+// WithBudget) whose caches would hold more objects than it allows has all
+// its informers stopped (state OverBudget, ErrOverBudget) and none started
+// again for a hold that doubles each time, so that a hostile API server can
+// neither exhaust the operator's memory nor make it list in a loop. An all-namespaces informer that has synced
 // takes over the namespaced refs of its cluster and resource, whose own
 // informers stop.
 //

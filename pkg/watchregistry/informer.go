@@ -94,6 +94,9 @@ type part[K comparable] struct {
 	// dropped is set once a prepared part is no longer wanted: its
 	// informer winds down and its handler ignores what it still sees.
 	dropped atomic.Bool
+	// acct charges the cache's objects to the cluster's Budget; nil when
+	// the cluster has none.
+	acct *account
 }
 
 // indexers returns the caches of the entry's informers of the scope, not
@@ -160,7 +163,7 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 		state:   StatePending,
 		refs:    map[Ref]map[K]struct{}{},
 	}
-	if prev != nil && (prev.state == StateForbidden || prev.state == StateGone) {
+	if prev != nil && prev.state.retried() {
 		e.lastFailure = prev.state
 		e.notified = owned(prev.notified)
 		e.attempts = prev.attempts
@@ -195,7 +198,7 @@ func (r *Registry[K]) newPart(e *entry[K], selector string) (*part[K], error) {
 	if ref.Namespace == "" {
 		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	}
-	p := &part[K]{selector: selector}
+	p := &part[K]{selector: selector, acct: newAccount(c.budget)}
 	// Resync 0: a resync re-delivers every cached object, which is exactly
 	// the storm the registry exists to avoid; the owners' own periodic
 	// reconcile is the safety net.
@@ -320,6 +323,7 @@ func (r *Registry[K]) prepareLocked(e *entry[K], selectors []string) error {
 		if p.cancel != nil {
 			p.cancel()
 		}
+		p.acct.close()
 		return true
 	})
 	for _, sel := range selectors {
@@ -342,6 +346,12 @@ func (r *Registry[K]) prepareLocked(e *entry[K], selectors []string) error {
 // stopLocked ends the entry: it delivers nothing more and its informer winds
 // down asynchronously. Nobody waits for that here, so stopping is safe from
 // within Map or Enqueue (Forget inside Map).
+//
+// The informers are dropped from the entry, which stays in the registry
+// while owners track its ref, to report why it ended: their caches are
+// freed once their goroutines have exited, rather than kept until the ref
+// is tracked again, and what they held is refunded to the cluster's Budget
+// now.
 func (e *entry[K]) stopLocked(st State, err error) {
 	if st.failed() && err == nil {
 		err = &StateError{Ref: e.ref, State: st}
@@ -354,6 +364,10 @@ func (e *entry[K]) stopLocked(st State, err error) {
 	if e.cancel != nil {
 		e.cancel()
 	}
+	for _, p := range e.parts {
+		p.acct.close()
+	}
+	e.parts = nil
 }
 
 // awaitSync marks the entry synced once all its informers have listed and
@@ -387,7 +401,10 @@ func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part[K]) {
 // listed synced, and wakes its owners (see awaitSync). It unlocks
 // Registry.mu.
 func (r *Registry[K]) syncedLocked(e *entry[K]) {
-	if r.entries[e.ref] != e || e.state != StatePending || e.listing() {
+	// A cluster whose list went over its budget is about to be stopped (see
+	// Registry.overBudget): synced, its owners would be woken for nothing,
+	// and told of the failure again as if it were a new one.
+	if r.entries[e.ref] != e || e.state != StatePending || e.listing() || e.clients.tripping.Load() {
 		r.mu.Unlock()
 		return
 	}
@@ -396,6 +413,7 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 	// A wider scope sets them again: read them here, under the lock.
 	took := e.syncedAt.Sub(e.startedAt)
 	e.lastFailure, e.notified, e.attempts = "", nil, 0
+	r.budgetSyncedLocked(e)
 	keys := e.ownerSet()
 	if e.ref.Namespace == "" {
 		r.takeOverLocked(e, keys)
@@ -610,6 +628,17 @@ func (h *handler[K]) aside(obj any) bool {
 }
 
 func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
+	// Charged first, whatever the object: a rejected stub or the object of
+	// a prepared selector takes memory too. A cluster without a budget pays
+	// one nil check.
+	if a := h.p.acct; a != nil {
+		if handle, over := a.add(obj); !handle {
+			if over {
+				h.overBudget()
+			}
+			return
+		}
+	}
 	p, ok := obj.(*packed)
 	if !ok || h.aside(obj) {
 		return
@@ -627,6 +656,18 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 	}
 	r.stats.received[eventTypeIndex(EventAdded)].Add(1)
 	h.added(p)
+}
+
+// overBudget has the cluster's informers stopped, from a goroutine of its
+// own (see Registry.overBudget), unless one is doing it already.
+func (h *handler[K]) overBudget() {
+	c := h.e.clients
+	if !c.tripping.CompareAndSwap(false, true) {
+		return
+	}
+	// The informer this handler belongs to runs under r.informers, so the
+	// group's count is not zero here and Run waits for this goroutine too.
+	h.r.informers.Go(func() { h.r.overBudget(c) })
 }
 
 // added handles an add, now or once the write in flight that held it has
@@ -772,6 +813,9 @@ func (h *handler[K]) OnDelete(obj any) {
 	tombstone := false
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, tombstone = t.Obj, true
+	}
+	if a := h.p.acct; a != nil {
+		a.remove(obj)
 	}
 	p, ok := obj.(*packed)
 	if !ok || h.aside(obj) {

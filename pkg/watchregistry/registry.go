@@ -128,14 +128,16 @@ type Options[K comparable] struct {
 	// whose resource is not served (StateGone) retry by itself, with an
 	// exponential backoff from one second up to RetryMaxDelay, for as long as
 	// an owner tracks its ref. The ref reports the failure in between, and
-	// owners are told of it once. Without it, a failed informer waits for its
-	// owners to Track the ref again.
+	// owners are told of it once. The informers of a cluster stopped over
+	// its Budget (StateOverBudget) are retried too, once the cluster's hold
+	// has passed. Without it, a failed informer waits for its owners to
+	// Track the ref again.
 	RetryFailed bool
-	// RetryMaxDelay caps the backoff of RetryFailed; zero or less means five
-	// minutes.
+	// RetryMaxDelay caps the backoff of RetryFailed and the hold of a
+	// cluster over its Budget; zero or less means five minutes.
 	RetryMaxDelay time.Duration
-	// Clock drives linger, retries and expectation expiry; nil means the
-	// real clock.
+	// Clock drives linger, retries, budget holds and expectation expiry;
+	// nil means the real clock.
 	Clock clock.WithTicker
 	// Logger receives the registry's logs and, through the informers'
 	// contexts, client-go's, with the keys cluster, gvr, namespace and owner.
@@ -218,11 +220,24 @@ type Registry[K comparable] struct {
 	// changed is closed, and replaced, whenever an entry changes state, to
 	// wake WaitForSync.
 	changed chan struct{}
+	// holds keeps, by cluster name, the clusters that went over their
+	// Budget: no informer of theirs starts before the hold ends. Kept by
+	// name, across SetCluster and RemoveCluster, so that new clients (which
+	// the tenant of a remote cluster may cause) do not cut a hold short.
+	holds map[string]*budgetHold
 }
 
 type clusterClients struct {
-	dyn dynamic.Interface
-	md  metadata.Interface
+	name string
+	dyn  dynamic.Interface
+	md   metadata.Interface
+	// budget, if not nil, is charged with the objects cached by the
+	// cluster's informers.
+	budget *Budget
+	// tripping is set by the first handler that charges an object over the
+	// budget, so that one goroutine stops the cluster's informers however
+	// many objects arrive meanwhile.
+	tripping atomic.Bool
 }
 
 // New returns a registry; call Start or Run to start it and SetCluster (with
@@ -267,6 +282,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		bound:             map[Ref]*entry[K]{},
 		owners:            map[K]map[Ref]struct{}{},
 		changed:           make(chan struct{}),
+		holds:             map[string]*budgetHold{},
 	}
 	if r.linger <= 0 {
 		r.linger = DefaultLinger
@@ -346,7 +362,7 @@ func (r *Registry[K]) loop(ctx context.Context) {
 	defer sweep.Stop()
 	for {
 		now := r.clock.Now()
-		next := earliest(earliest(r.expireIdle(now), r.retryDue(now)), r.releaseExpiredHolds(now))
+		next := earliest(earliest(r.expireIdle(now), r.retryDue(now)), earliest(r.releaseExpiredHolds(now), r.expireHolds(now)))
 		var timer clock.Timer
 		var timerC <-chan time.Time
 		if !next.IsZero() {
@@ -472,6 +488,11 @@ func (r *Registry[K]) retryDue(now time.Time) time.Time {
 		if e.retryAt.IsZero() {
 			continue
 		}
+		if h, held := r.heldLocked(ref.Cluster, now); held {
+			// Its cluster went over its budget since: no list before the
+			// hold ends.
+			e.retryAt = h.until
+		}
 		if now.Before(e.retryAt) {
 			next = earliest(next, e.retryAt)
 			continue
@@ -507,16 +528,24 @@ func (r *Registry[K]) backoff(failures int) time.Duration {
 // stops its informers: their refs turn StateStopped and their owners receive
 // EventStateChanged, so that they Track again and get fresh informers on the
 // new clients. With MetadataOnly only md is used, otherwise only dyn.
-func (r *Registry[K]) SetCluster(name string, dyn dynamic.Interface, md metadata.Interface) {
+//
+// WithBudget bounds the objects the cluster's caches hold (see Budget).
+// A cluster that went over its budget stays on hold when its clients are
+// replaced: new clients do not make its informers list again any sooner.
+func (r *Registry[K]) SetCluster(name string, dyn dynamic.Interface, md metadata.Interface, opts ...ClusterOption) {
+	c := &clusterClients{name: name, dyn: dyn, md: md}
+	for _, o := range opts {
+		o(c)
+	}
 	r.mu.Lock()
 	_, replaced := r.clusters[name]
-	r.clusters[name] = &clusterClients{dyn: dyn, md: md}
+	r.clusters[name] = c
 	var tell []notice[K]
 	if replaced {
 		tell = r.stopClusterLocked(name)
 	}
 	r.mu.Unlock()
-	r.log.V(1).Info("Cluster clients set", "cluster", name, "replaced", replaced)
+	r.log.V(1).Info("Cluster clients set", "cluster", name, "replaced", replaced, "budget", c.budget != nil)
 	r.tell(tell)
 }
 
@@ -724,9 +753,11 @@ func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
 // owner no longer needs are released, so that an object moving between refs
 // is never unwatched. A namespaced ref is served by the all-namespaces
 // informer of its cluster and resource when one runs, rather than by an
-// informer of its own. A ref that is Forbidden, Gone or Stopped gets a fresh
-// informer, which is how an owner retries once RBAC or a CRD is fixed. Track
-// never blocks on the API server. It fails, changing nothing, for an invalid
+// informer of its own. A ref that is Forbidden, Gone, Stopped or OverBudget
+// gets a fresh informer, which is how an owner retries once RBAC or a CRD is
+// fixed; except that a ref of a cluster that went over its Budget stays
+// OverBudget, with no informer started, until the cluster's hold has ended.
+// Track never blocks on the API server. It fails, changing nothing, for an invalid
 // ref, a ref of an unknown cluster, a namespaced ref of a cluster-scoped
 // resource (with Options.IsNamespaced), and after the registry has shut
 // down.
@@ -769,6 +800,16 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		if prev == nil {
 			prev = r.entries[ref]
 		}
+		if h, held := r.heldLocked(ref.Cluster, r.clock.Now()); held {
+			// Its cluster went over its budget: no list before the hold
+			// ends, however often its owners track it.
+			if prev == nil || prev.state != StateOverBudget {
+				prev = r.heldEntryLocked(ref, c, prev, h)
+				fresh[ref] = prev
+			}
+			plan[ref] = prev
+			continue
+		}
 		e, err := r.newEntry(ref, c, prev)
 		if err != nil {
 			return fmt.Errorf("track %s for owner %v: %w", ref, owner, err)
@@ -782,7 +823,7 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		} else {
 			e.log.V(1).Info("Informer requested", "owner", owner)
 			r.entries[ref] = e
-			if r.runCtx != nil {
+			if r.runCtx != nil && !e.state.failed() {
 				r.startLocked(e)
 			}
 		}
@@ -915,7 +956,7 @@ func (r *Registry[K]) replaceLocked(old, fresh *entry[K]) {
 	for ref := range old.refs {
 		r.rebindLocked(ref, fresh)
 	}
-	if r.runCtx != nil {
+	if r.runCtx != nil && !fresh.state.failed() {
 		r.startLocked(fresh)
 	}
 	r.changedLocked()

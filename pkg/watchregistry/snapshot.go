@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Refs returns the refs the owner tracks, sorted; nil when it tracks none.
@@ -59,6 +60,10 @@ func (r *Registry[K]) Snapshots() []RefSnapshot {
 }
 
 func (r *Registry[K]) snapshotLocked(ref Ref, e *entry[K]) RefSnapshot {
+	var heldUntil time.Time
+	if h := r.holds[e.ref.Cluster]; h != nil && e.state == StateOverBudget {
+		heldUntil = h.until
+	}
 	return RefSnapshot{
 		Ref:            ref,
 		ServedBy:       e.ref,
@@ -70,6 +75,7 @@ func (r *Registry[K]) snapshotLocked(ref Ref, e *entry[K]) RefSnapshot {
 		StartedAt:      e.startedAt,
 		SyncedAt:       e.syncedAt,
 		NextRetry:      e.retryAt,
+		HeldUntil:      heldUntil,
 	}
 }
 

@@ -45,15 +45,22 @@ type Stats struct {
 	DeliveredByType map[EventType]uint64
 	// Filtered counts events not delivered, by reason.
 	Filtered map[FilterReason]uint64
+	// Budgets reports the named Budgets of the registered clusters, by
+	// name: the objects their caches hold, and the most they may.
+	Budgets map[string]BudgetUse
+	// OverBudget counts the times a cluster's informers were stopped
+	// because their caches went over its Budget.
+	OverBudget uint64
 }
 
 type counters struct {
-	started   atomic.Uint64
-	running   atomic.Int64
-	held      atomic.Uint64
-	delivered [len(eventTypes)]atomic.Uint64
-	received  [len(eventTypes)]atomic.Uint64
-	filtered  [len(filterReasons)]atomic.Uint64
+	started    atomic.Uint64
+	running    atomic.Int64
+	held       atomic.Uint64
+	overBudget atomic.Uint64
+	delivered  [len(eventTypes)]atomic.Uint64
+	received   [len(eventTypes)]atomic.Uint64
+	filtered   [len(filterReasons)]atomic.Uint64
 }
 
 func eventTypeIndex(t EventType) int {
@@ -81,8 +88,14 @@ func (r *Registry[K]) Stats() Stats {
 		Received:        make(map[EventType]uint64, len(receivedTypes)),
 		DeliveredByType: make(map[EventType]uint64, len(eventTypes)),
 		Filtered:        make(map[FilterReason]uint64, len(filterReasons)),
+		Budgets:         map[string]BudgetUse{},
 	}
 	r.mu.Lock()
+	for _, c := range r.clusters {
+		if b := c.budget; b != nil && b.Name() != "" {
+			s.Budgets[b.Name()] = BudgetUse{Used: b.Used(), Max: b.Max()}
+		}
+	}
 	for _, e := range r.entries {
 		s.Informers[e.state]++
 		if e.state == StateSynced || e.state == StatePending {
@@ -96,6 +109,7 @@ func (r *Registry[K]) Stats() Stats {
 	s.Expectations = r.exp.len()
 	s.WritesInFlight, s.Holding = r.exp.inflightAndHeld()
 	s.Held = r.stats.held.Load()
+	s.OverBudget = r.stats.overBudget.Load()
 	for i, t := range eventTypes {
 		n := r.stats.delivered[i].Load()
 		s.DeliveredByType[t] = n
@@ -116,6 +130,7 @@ type metrics struct {
 	informers, running, started, owners, cached, expectations *prometheus.Desc
 	writesInFlight, holding, held                             *prometheus.Desc
 	received, delivered, filtered                             *prometheus.Desc
+	budgetUsed, budgetMax, overBudget                         *prometheus.Desc
 	// syncDuration observes, per informer, the time from its start to the
 	// end of its initial list.
 	syncDuration prometheus.Histogram
@@ -130,7 +145,7 @@ func newMetrics(ns string) metrics {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
 	return metrics{
-		informers:      d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped).", "state"),
+		informers:      d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped, OverBudget).", "state"),
 		running:        d("informers_running", "Informers whose goroutines have not exited yet."),
 		started:        d("informers_started_total", "Informers started."),
 		owners:         d("owners", "Owners tracking at least one ref."),
@@ -142,6 +157,9 @@ func newMetrics(ns string) metrics {
 		received:       d("events_received_total", "Events produced by the informers, by type.", "type"),
 		delivered:      d("events_delivered_total", "Owner keys handed to Enqueue, by event type.", "type"),
 		filtered:       d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
+		budgetUsed:     d("budget_objects", "Objects held by the caches of the clusters charged to a named budget.", "budget"),
+		budgetMax:      d("budget_max_objects", "The most objects the caches of the clusters charged to a named budget may hold.", "budget"),
+		overBudget:     d("over_budget_total", "Times a cluster's informers were stopped because their caches went over its budget."),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "informer_sync_duration_seconds",
 			Help:    "Time from an informer's start to the end of its initial list.",
@@ -158,7 +176,7 @@ func newMetrics(ns string) metrics {
 // Describe implements prometheus.Collector.
 func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
 	d := r.metrics
-	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered} {
+	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered, d.budgetUsed, d.budgetMax, d.overBudget} {
 		ch <- x
 	}
 	d.syncDuration.Describe(ch)
@@ -189,6 +207,11 @@ func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range filterReasons {
 		ch <- prometheus.MustNewConstMetric(d.filtered, prometheus.CounterValue, float64(s.Filtered[f]), string(f))
 	}
+	for name, u := range s.Budgets {
+		ch <- prometheus.MustNewConstMetric(d.budgetUsed, prometheus.GaugeValue, float64(u.Used), name)
+		ch <- prometheus.MustNewConstMetric(d.budgetMax, prometheus.GaugeValue, float64(u.Max), name)
+	}
+	ch <- prometheus.MustNewConstMetric(d.overBudget, prometheus.CounterValue, float64(s.OverBudget))
 	d.syncDuration.Collect(ch)
 	d.handlerLag.Collect(ch)
 }

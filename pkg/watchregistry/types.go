@@ -79,8 +79,8 @@ const (
 	// each listed object; Enqueue gets it with a nil Object.
 	EventInitialList EventType = "InitialList"
 	// EventStateChanged tells the owners of a ref that its informer became
-	// Forbidden or Gone, or was stopped because its cluster was replaced or
-	// removed. Object is nil; State and the typed errors of Get say more.
+	// Forbidden, Gone or OverBudget, or was stopped because its cluster was
+	// replaced or removed. Object is nil; State and the typed errors of Get say more.
 	EventStateChanged EventType = "StateChanged"
 )
 
@@ -124,6 +124,14 @@ const (
 	// StateStopped means the informer was stopped because its cluster was
 	// replaced or removed, or the registry shut down.
 	StateStopped State = "Stopped"
+	// StateOverBudget means the informer was stopped, with every other
+	// informer of its cluster, because their caches would have held more
+	// objects than the cluster's Budget allows. No informer of the cluster
+	// starts again before a hold has passed: 30 s, doubling with each
+	// consecutive time, up to Options.RetryMaxDelay. Then, with
+	// Options.RetryFailed, the registry retries by itself; otherwise the
+	// next Track of the ref does.
+	StateOverBudget State = "OverBudget"
 	// StateNotTracked is reported for a ref nobody tracks and no informer
 	// lingers for.
 	StateNotTracked State = "NotTracked"
@@ -132,7 +140,13 @@ const (
 // failed reports the states whose informer has ended and must be replaced by
 // a fresh one when the ref is tracked again: informers are single-use.
 func (s State) failed() bool {
-	return s == StateForbidden || s == StateGone || s == StateStopped
+	return s == StateForbidden || s == StateGone || s == StateStopped || s == StateOverBudget
+}
+
+// retried reports the failures that a fresh informer may meet again, and
+// of which the owners are told only once (see entry.notified).
+func (s State) retried() bool {
+	return s == StateForbidden || s == StateGone || s == StateOverBudget
 }
 
 // FilterReason says why an event was not delivered.
@@ -167,7 +181,7 @@ var (
 	receivedTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
 )
 
-var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped}
+var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped, StateOverBudget}
 
 var (
 	// ErrNotSynced is returned by Get and List while the informer of a ref
@@ -191,17 +205,23 @@ var (
 	// ErrClusterScoped is matched by the error of a Track that gave a
 	// namespace to a cluster-scoped resource (see Options.IsNamespaced).
 	ErrClusterScoped = errors.New("resource is cluster-scoped: track it with an empty namespace")
+	// ErrOverBudget is matched (errors.Is) by the error of a ref whose
+	// informer was stopped because its cluster's caches went over their
+	// Budget; the error also wraps a *BudgetError.
+	ErrOverBudget = errors.New("over the object budget")
 )
 
 // StateError is the error of a ref whose informer ended: errors.Is matches
-// ErrForbidden, ErrGone or ErrStopped by State, and errors.As or apierrors
-// helpers (apierrors.IsForbidden, IsNotFound) see the API error it wraps.
+// ErrForbidden, ErrGone, ErrStopped or ErrOverBudget by State, and errors.As
+// or apierrors helpers (apierrors.IsForbidden, IsNotFound) see the API error
+// it wraps.
 type StateError struct {
 	// Ref is the ref whose informer ended.
 	Ref Ref
-	// State is StateForbidden, StateGone or StateStopped.
+	// State is StateForbidden, StateGone, StateStopped or StateOverBudget.
 	State State
-	// Err is the API error that ended the informer; nil for StateStopped.
+	// Err is the API error that ended the informer, or the *BudgetError of
+	// StateOverBudget; nil for StateStopped.
 	Err error
 }
 
@@ -226,6 +246,8 @@ func (e *StateError) sentinel() error {
 		return ErrForbidden
 	case StateGone:
 		return ErrGone
+	case StateOverBudget:
+		return ErrOverBudget
 	default:
 		return ErrStopped
 	}
@@ -258,4 +280,8 @@ type RefSnapshot struct {
 	// NextRetry is when a failed informer is retried (Options.RetryFailed);
 	// zero when no retry is scheduled.
 	NextRetry time.Time
+	// HeldUntil is, for a ref in StateOverBudget, when the hold of its
+	// cluster ends: no informer of the cluster starts before. Zero
+	// otherwise.
+	HeldUntil time.Time
 }

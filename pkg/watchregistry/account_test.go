@@ -1,0 +1,65 @@
+package watchregistry
+
+import (
+	"errors"
+	"testing"
+)
+
+func stub(ns, name string) *packed {
+	p := &packed{}
+	p.Namespace, p.Name = ns, name
+	return p
+}
+
+func TestAccountChargesEachCachedObjectOnce(t *testing.T) {
+	b := NewBudget(2)
+	a, other := newAccount(b), newAccount(b)
+	steps := []struct {
+		name       string
+		do         func() (handle, over bool)
+		wantUsed   int64
+		wantHandle bool
+		wantOver   bool
+	}{
+		{"add", func() (bool, bool) { return a.add(stub("ns", "a")) }, 1, true, false},
+		{"add again: an update seen as an add", func() (bool, bool) { return a.add(stub("ns", "a")) }, 1, true, false},
+		{"same name, other namespace", func() (bool, bool) { return a.add(stub("other", "a")) }, 2, true, false},
+		{"delete of an object never cached", func() (bool, bool) { a.remove(stub("ns", "unknown")); return true, false }, 2, true, false},
+		{"another account of the budget, over it", func() (bool, bool) { return other.add(stub("ns", "b")) }, 3, false, true},
+		{"delete", func() (bool, bool) { a.remove(stub("ns", "a")); return true, false }, 2, true, false},
+		{"close refunds what is left", func() (bool, bool) { a.close(); return true, false }, 1, true, false},
+		{"add after close is refused", func() (bool, bool) { return a.add(stub("ns", "c")) }, 1, false, false},
+		{"close twice", func() (bool, bool) { a.close(); return true, false }, 1, true, false},
+	}
+	for _, s := range steps {
+		handle, over := s.do()
+		if handle != s.wantHandle || over != s.wantOver || b.Used() != s.wantUsed {
+			t.Fatalf("%s: handle %t, over %t, used %d; want %t, %t, %d", s.name, handle, over, b.Used(), s.wantHandle, s.wantOver, s.wantUsed)
+		}
+	}
+	if newAccount(nil) != nil {
+		t.Fatal("a cluster without a budget has an account")
+	}
+	var none *account
+	none.close() // stopping an informer without a budget
+}
+
+func TestBudgetErrorSaysWhichClusterAndHowMany(t *testing.T) {
+	for _, tc := range []struct {
+		err  BudgetError
+		want string
+	}{
+		{BudgetError{Cluster: "t", Max: 100}, "the caches of cluster t would hold more than 100 objects, the most its budget allows"},
+		{BudgetError{Budget: "team-a", Max: 1}, `the caches of the local cluster would hold more than 1 object, the most its budget "team-a" allows`},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+		if !errors.Is(&tc.err, ErrOverBudget) {
+			t.Errorf("%v does not match ErrOverBudget", &tc.err)
+		}
+	}
+	if NewBudget(-1).Max() != 0 {
+		t.Error("a negative maximum is not zero")
+	}
+}

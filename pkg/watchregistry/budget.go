@@ -1,0 +1,376 @@
+package watchregistry
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// budgetBaseHold is how long the informers of a cluster that went over its
+// Budget stay stopped the first time; the hold doubles with each
+// consecutive time, up to Options.RetryMaxDelay. It is long next to a list,
+// so that an owner re-tracking on every reconcile cannot make the operator
+// list a hostile API server in a loop, and short enough that a cluster whose
+// objects were cleaned up soon serves again.
+const budgetBaseHold = 30 * time.Second
+
+// Budget bounds the objects the informers' caches of one or more clusters
+// hold together: objects of every resource, namespace and label selector,
+// rejected stubs (Options.Keep) and the caches of prepared selectors
+// (Registry.Prepare) included, since all of them take memory. Give one to
+// the clusters whose API servers the operator does not trust with its
+// memory, such as the remote clusters of one tenant, with the WithBudget
+// option of SetCluster.
+//
+// A cluster whose informers would make the caches hold more than Max
+// objects has all its informers stopped, and their caches dropped: its refs
+// turn StateOverBudget (see ErrOverBudget). Other clusters sharing the
+// budget keep serving. A Budget is safe for concurrent use and may be
+// shared by several registries.
+type Budget struct {
+	name string
+	max  int64
+	used atomic.Int64
+}
+
+// BudgetOption configures a Budget.
+type BudgetOption func(*Budget)
+
+// BudgetName names a budget in BudgetError messages, in Stats.Budgets and
+// in the metrics (label budget). Budgets without a name are not reported
+// there, since nothing would tell them apart.
+func BudgetName(name string) BudgetOption {
+	return func(b *Budget) { b.name = name }
+}
+
+// NewBudget returns a budget of maxObjects cached objects; zero or less
+// allows none.
+func NewBudget(maxObjects int64, opts ...BudgetOption) *Budget {
+	b := &Budget{max: max(maxObjects, 0)}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// Name returns the budget's name, "" when it has none.
+func (b *Budget) Name() string { return b.name }
+
+// Max returns the most objects the caches charged to the budget may hold.
+func (b *Budget) Max() int64 { return b.max }
+
+// Used returns the objects the caches charged to the budget hold now, as
+// their informers' handlers have seen them arrive and leave.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// BudgetUse is the use of one named Budget, in Stats.
+type BudgetUse struct {
+	Used, Max int64
+}
+
+// ClusterOption configures a cluster given to SetCluster.
+type ClusterOption func(*clusterClients)
+
+// WithBudget charges the objects cached by the cluster's informers to b.
+// Without it a cluster's caches are not bounded, and its informers'
+// handlers pay nothing for the accounting.
+func WithBudget(b *Budget) ClusterOption {
+	return func(c *clusterClients) { c.budget = b }
+}
+
+// BudgetError is the Err of the StateError of a ref whose informer was
+// stopped because its cluster's caches went over their Budget. errors.Is
+// matches ErrOverBudget.
+type BudgetError struct {
+	// Cluster is the cluster whose informers were stopped; "" is the local
+	// cluster.
+	Cluster string
+	// Budget is the budget's name, "" when it has none.
+	Budget string
+	// Max is the budget's Max.
+	Max int64
+}
+
+// Error implements error.
+func (e *BudgetError) Error() string {
+	cluster := "the local cluster"
+	if e.Cluster != "" {
+		cluster = "cluster " + e.Cluster
+	}
+	budget := "its budget"
+	if e.Budget != "" {
+		budget = fmt.Sprintf("its budget %q", e.Budget)
+	}
+	return fmt.Sprintf("the caches of %s would hold more than %s, the most %s allows", cluster, objectCount(e.Max), budget)
+}
+
+// Is matches ErrOverBudget.
+func (e *BudgetError) Is(target error) bool { return target == ErrOverBudget }
+
+func objectCount(n int64) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
+
+// account is one informer's share of its cluster's Budget: the keys of the
+// objects its cache holds, as its handler saw them added and deleted. Keys
+// rather than a count, because the handler is told of a delete even for an
+// object its cache never held (a watch event of an unknown name, which a
+// hostile API server can send at will): counting it would let the cache grow
+// past the budget unseen. A part of a cluster without a budget has no
+// account, and its handler takes no lock.
+//
+// Stopping the informer closes the account and refunds what it held; the
+// mutex orders that against a handler charging concurrently, so that a
+// charge either lands before the refund (and is refunded) or is refused.
+type account struct {
+	budget *Budget
+	mu     sync.Mutex
+	closed bool
+	keys   map[accountKey]struct{}
+}
+
+type accountKey struct{ namespace, name string }
+
+func newAccount(b *Budget) *account {
+	if b == nil {
+		return nil
+	}
+	return &account{budget: b, keys: map[accountKey]struct{}{}}
+}
+
+// add charges an object the cache now holds and reports whether the
+// handler should go on with it: not once the account is closed, nor when
+// the budget is over its Max, which the caller reports with over.
+func (a *account) add(obj any) (handle, over bool) {
+	k, ok := keyOfCached(obj)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false, false
+	}
+	if !ok {
+		return true, false
+	}
+	if _, had := a.keys[k]; had {
+		return true, false
+	}
+	a.keys[k] = struct{}{}
+	if a.budget.used.Add(1) > a.budget.max {
+		// Every add that finds the budget exceeded counts as crossing it,
+		// not only the first: that one's cluster may hold too little for
+		// its refund to bring the budget back under its Max.
+		return false, true
+	}
+	return true, false
+}
+
+// remove refunds an object the cache no longer holds, if it was charged.
+func (a *account) remove(obj any) {
+	k, ok := keyOfCached(obj)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	if _, had := a.keys[k]; had {
+		delete(a.keys, k)
+		a.budget.used.Add(-1)
+	}
+}
+
+// close refunds everything the account holds and refuses later charges:
+// the informer is stopping, and its cache is dropped with it.
+func (a *account) close() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.closed = true
+	a.budget.used.Add(-int64(len(a.keys)))
+	a.keys = nil
+}
+
+func keyOfCached(obj any) (accountKey, bool) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return accountKey{}, false
+	}
+	return accountKey{m.GetNamespace(), m.GetName()}, true
+}
+
+// budgetHold remembers that a cluster went over its budget: until until, no
+// informer of the cluster starts. trips counts the consecutive times, for
+// the doubling of the hold; a sync of all the cluster's informers under
+// budget after the hold forgets it.
+type budgetHold struct {
+	trips int
+	until time.Time
+	err   *BudgetError
+}
+
+// budgetHoldFor returns the hold after the given number of consecutive
+// over-budget failures: 30 s, doubling, capped at RetryMaxDelay.
+func (r *Registry[K]) budgetHoldFor(trips int) time.Duration {
+	d := budgetBaseHold
+	for i := 1; i < trips && d < r.retryMaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, r.retryMaxDelay)
+}
+
+// heldLocked returns the hold of the cluster when it is still on at now.
+func (r *Registry[K]) heldLocked(cluster string, now time.Time) (*budgetHold, bool) {
+	h := r.holds[cluster]
+	if h == nil || !now.Before(h.until) {
+		return nil, false
+	}
+	return h, true
+}
+
+// overBudget runs, on a goroutine of its own, once a handler of the cluster
+// c charged an object over the budget: it stops every live informer of the
+// cluster, which refunds their caches, and puts their refs in
+// StateOverBudget for a hold. The handler cannot do it itself: stopping
+// takes the registry's lock, which is held while client-go's informers are
+// asked about their state, and the handler must return for the informer to
+// wind down.
+func (r *Registry[K]) overBudget(c *clusterClients) {
+	r.mu.Lock()
+	if r.closed || r.clusters[c.name] != c {
+		// Replaced or removed meanwhile, which stopped its informers.
+		c.tripping.Store(false)
+		r.mu.Unlock()
+		return
+	}
+	now := r.clock.Now()
+	h := r.holds[c.name]
+	if h == nil {
+		h = &budgetHold{}
+		r.holds[c.name] = h
+	}
+	h.trips++
+	trips := h.trips
+	hold := r.budgetHoldFor(trips)
+	h.until = now.Add(hold)
+	h.err = &BudgetError{Cluster: c.name, Budget: c.budget.Name(), Max: c.budget.Max()}
+	used := c.budget.Used()
+	var tell []notice[K]
+	stopped := 0
+	for ref, e := range r.entries {
+		if ref.Cluster != c.name || e.state.failed() {
+			// Failed ones are not retried before the hold ends (retryDue).
+			continue
+		}
+		stopped++
+		tell = append(tell, r.failOverBudgetLocked(e, h)...)
+	}
+	// Charges from the stopped informers are refused from now on; only
+	// fresh ones, after the hold, can trip the cluster again.
+	c.tripping.Store(false)
+	r.stats.overBudget.Add(1)
+	r.changedLocked()
+	r.wake()
+	r.mu.Unlock()
+
+	told := 0
+	for _, n := range tell {
+		told += len(n.owners)
+	}
+	r.log.Info("Informers stopped: the cluster's caches went over their object budget",
+		"cluster", c.name, "budget", c.budget.Name(), "max", c.budget.Max(), "used", used,
+		"informers", stopped, "hold", hold, "times", trips, "ownersTold", told)
+	r.tell(tell)
+}
+
+// failOverBudgetLocked stops a live entry of a cluster over its budget and
+// returns the owners to tell: those not told of it already, so that an
+// owner re-tracking on every reconcile is not woken by each trip.
+func (r *Registry[K]) failOverBudgetLocked(e *entry[K], h *budgetHold) []notice[K] {
+	e.stopLocked(StateOverBudget, &StateError{Ref: e.ref, State: StateOverBudget, Err: h.err})
+	tell := e.notices(func(k K) bool {
+		_, told := e.notified[k]
+		return e.lastFailure == StateOverBudget && told
+	})
+	e.lastFailure, e.notified = StateOverBudget, e.ownerSet()
+	switch {
+	case len(e.refs) == 0:
+		delete(r.entries, e.ref)
+	case r.retryFailed:
+		e.retryAt = h.until
+	}
+	return tell
+}
+
+// heldEntryLocked returns the entry of a ref of a cluster on hold: failed
+// from the start, and not started, so that tracking it lists nothing. Its
+// owners are not told: Track's caller reads the state. prev is the entry it
+// replaces, if any.
+func (r *Registry[K]) heldEntryLocked(ref Ref, c *clusterClients, prev *entry[K], h *budgetHold) *entry[K] {
+	e := &entry[K]{
+		ref:     ref,
+		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
+		clients: c,
+		refs:    map[Ref]map[K]struct{}{},
+	}
+	if prev != nil && prev.state.retried() {
+		e.lastFailure, e.notified, e.attempts = prev.lastFailure, owned(prev.notified), prev.attempts
+	}
+	e.stopLocked(StateOverBudget, &StateError{Ref: ref, State: StateOverBudget, Err: h.err})
+	if r.retryFailed {
+		e.retryAt = h.until
+	}
+	return e
+}
+
+// budgetSyncedLocked forgets the hold of e's cluster once every informer of
+// the cluster has synced under the budget after the hold: the next time it
+// goes over, the hold starts from 30 s again.
+func (r *Registry[K]) budgetSyncedLocked(e *entry[K]) {
+	cluster := e.ref.Cluster
+	h := r.holds[cluster]
+	if h == nil || r.clock.Now().Before(h.until) || e.clients.tripping.Load() || r.clusters[cluster] != e.clients {
+		return
+	}
+	for ref, o := range r.entries {
+		if ref.Cluster == cluster && (o.state == StatePending || o.state == StateOverBudget) {
+			return
+		}
+	}
+	delete(r.holds, cluster)
+	e.log.V(1).Info("Cluster synced under its object budget; its hold backoff starts over", "times", h.trips)
+}
+
+// expireHolds forgets the holds of clusters no longer registered once they
+// have ended, and returns the next end of such a hold, zero when none. The
+// holds of registered clusters are forgotten when they sync under budget;
+// those of removed ones are kept until they end, so that removing and
+// adding a cluster again does not cut its hold short.
+func (r *Registry[K]) expireHolds(now time.Time) time.Time {
+	var next time.Time
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, h := range r.holds {
+		if _, ok := r.clusters[name]; ok {
+			continue
+		}
+		if now.Before(h.until) {
+			next = earliest(next, h.until)
+			continue
+		}
+		delete(r.holds, name)
+	}
+	return next
+}
