@@ -44,6 +44,39 @@ func TestAccountChargesEachCachedObjectOnce(t *testing.T) {
 	none.close() // stopping an informer without a budget
 }
 
+// Bytes are charged as objects arrive, grow and leave: a server not
+// trusted with the operator's memory may send few but large objects, or
+// grow small ones by updates.
+func TestAccountChargesTheBytesObjectsTake(t *testing.T) {
+	sized := func(name string, body int) *packed {
+		p := stub("ns", name)
+		p.body = make([]byte, body)
+		return p
+	}
+	b := NewBudget(100, MaxBytes(10_000))
+	a := newAccount(b)
+	one := cachedSize(sized("a", 1000))
+	if handle, over := a.add(sized("a", 1000)); !handle || over || b.UsedBytes() != one {
+		t.Fatalf("add: handle %t, over %t, %d bytes used; want %d", handle, over, b.UsedBytes(), one)
+	}
+	if handle, over := a.add(sized("a", 500)); !handle || over || b.UsedBytes() != one-500 {
+		t.Fatalf("an update that shrinks: handle %t, over %t, %d bytes used; want %d", handle, over, b.UsedBytes(), one-500)
+	}
+	if handle, over := a.add(sized("a", 20_000)); handle || !over {
+		t.Fatalf("an update that grows over the bytes: handle %t, over %t; want refused, over", handle, over)
+	}
+	a.remove(sized("a", 0))
+	if b.Used() != 0 || b.UsedBytes() != 0 {
+		t.Fatalf("after the delete: %d objects, %d bytes used", b.Used(), b.UsedBytes())
+	}
+	a.add(sized("b", 2000))
+	a.add(sized("c", 3000))
+	a.close()
+	if b.Used() != 0 || b.UsedBytes() != 0 {
+		t.Fatalf("after close: %d objects, %d bytes used", b.Used(), b.UsedBytes())
+	}
+}
+
 func TestBudgetErrorSaysWhichClusterAndHowMany(t *testing.T) {
 	for _, tc := range []struct {
 		err  BudgetError
@@ -51,6 +84,7 @@ func TestBudgetErrorSaysWhichClusterAndHowMany(t *testing.T) {
 	}{
 		{BudgetError{Cluster: "t", Max: 100}, "the caches of cluster t would hold more than 100 objects, the most its budget allows"},
 		{BudgetError{Budget: "team-a", Max: 1}, `the caches of the local cluster would hold more than 1 object, the most its budget "team-a" allows`},
+		{BudgetError{Cluster: "t", Max: 100, MaxBytes: 64 << 20}, "the caches of cluster t would hold more than 100 objects or 64 MiB, the most its budget allows"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)

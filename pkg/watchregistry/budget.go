@@ -31,9 +31,11 @@ const budgetBaseHold = 30 * time.Second
 // budget keep serving. A Budget is safe for concurrent use and may be
 // shared by several registries.
 type Budget struct {
-	name string
-	max  int64
-	used atomic.Int64
+	name      string
+	max       int64
+	maxBytes  int64
+	used      atomic.Int64
+	usedBytes atomic.Int64
 }
 
 // BudgetOption configures a Budget.
@@ -44,6 +46,15 @@ type BudgetOption func(*Budget)
 // there, since nothing would tell them apart.
 func BudgetName(name string) BudgetOption {
 	return func(b *Budget) { b.name = name }
+}
+
+// MaxBytes bounds the bytes the cached objects take too, as the caches hold
+// them (their JSON, without what Options.Transform drops, and a few hundred
+// bytes of bookkeeping each): objects differ in size by four orders of
+// magnitude, and an API server that is not trusted with the operator's
+// memory may send few but large ones. Zero or less leaves bytes unbounded.
+func MaxBytes(n int64) BudgetOption {
+	return func(b *Budget) { b.maxBytes = max(n, 0) }
 }
 
 // NewBudget returns a budget of maxObjects cached objects; zero or less
@@ -66,9 +77,23 @@ func (b *Budget) Max() int64 { return b.max }
 // their informers' handlers have seen them arrive and leave.
 func (b *Budget) Used() int64 { return b.used.Load() }
 
+// MaxBytes returns the most bytes the cached objects may take, zero when
+// only objects are counted.
+func (b *Budget) MaxBytes() int64 { return b.maxBytes }
+
+// UsedBytes returns the bytes the cached objects charged to the budget
+// take now.
+func (b *Budget) UsedBytes() int64 { return b.usedBytes.Load() }
+
+// over reports whether the caches hold more than the budget allows.
+func (b *Budget) over() bool {
+	return b.used.Load() > b.max || (b.maxBytes > 0 && b.usedBytes.Load() > b.maxBytes)
+}
+
 // BudgetUse is the use of one named Budget, in Stats.
 type BudgetUse struct {
-	Used, Max int64
+	Used, Max           int64
+	UsedBytes, MaxBytes int64
 }
 
 // ClusterOption configures a cluster given to SetCluster.
@@ -90,8 +115,8 @@ type BudgetError struct {
 	Cluster string
 	// Budget is the budget's name, "" when it has none.
 	Budget string
-	// Max is the budget's Max.
-	Max int64
+	// Max and MaxBytes are the budget's.
+	Max, MaxBytes int64
 }
 
 // Error implements error.
@@ -104,11 +129,26 @@ func (e *BudgetError) Error() string {
 	if e.Budget != "" {
 		budget = fmt.Sprintf("its budget %q", e.Budget)
 	}
-	return fmt.Sprintf("the caches of %s would hold more than %s, the most %s allows", cluster, objectCount(e.Max), budget)
+	limit := objectCount(e.Max)
+	if e.MaxBytes > 0 {
+		limit += " or " + byteCount(e.MaxBytes)
+	}
+	return fmt.Sprintf("the caches of %s would hold more than %s, the most %s allows", cluster, limit, budget)
 }
 
 // Is matches ErrOverBudget.
 func (e *BudgetError) Is(target error) bool { return target == ErrOverBudget }
+
+// byteCount writes a size as people read it.
+func byteCount(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 func objectCount(n int64) string {
 	if n == 1 {
@@ -132,7 +172,9 @@ type account struct {
 	budget *Budget
 	mu     sync.Mutex
 	closed bool
-	keys   map[accountKey]struct{}
+	// keys holds the size charged for each object, bytes their sum.
+	keys  map[accountKey]int64
+	bytes int64
 }
 
 type accountKey struct{ namespace, name string }
@@ -141,14 +183,16 @@ func newAccount(b *Budget) *account {
 	if b == nil {
 		return nil
 	}
-	return &account{budget: b, keys: map[accountKey]struct{}{}}
+	return &account{budget: b, keys: map[accountKey]int64{}}
 }
 
-// add charges an object the cache now holds and reports whether the
-// handler should go on with it: not once the account is closed, nor when
-// the budget is over its Max, which the caller reports with over.
+// add charges an object the cache now holds, or the change of size of one
+// it held (an update), and reports whether the handler should go on with
+// it: not once the account is closed, nor when the budget is over, which
+// the caller reports with over.
 func (a *account) add(obj any) (handle, over bool) {
 	k, ok := keyOfCached(obj)
+	size := cachedSize(obj)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -157,14 +201,17 @@ func (a *account) add(obj any) (handle, over bool) {
 	if !ok {
 		return true, false
 	}
-	if _, had := a.keys[k]; had {
-		return true, false
+	prev, had := a.keys[k]
+	a.keys[k] = size
+	a.bytes += size - prev
+	a.budget.usedBytes.Add(size - prev)
+	if !had {
+		a.budget.used.Add(1)
 	}
-	a.keys[k] = struct{}{}
-	if a.budget.used.Add(1) > a.budget.max {
-		// Every add that finds the budget exceeded counts as crossing it,
-		// not only the first: that one's cluster may hold too little for
-		// its refund to bring the budget back under its Max.
+	if (!had || size > prev) && a.budget.over() {
+		// Every charge that finds the budget exceeded counts as crossing
+		// it, not only the first: that one's cluster may hold too little
+		// for its refund to bring the budget back under its Max.
 		return false, true
 	}
 	return true, false
@@ -181,9 +228,11 @@ func (a *account) remove(obj any) {
 	if a.closed {
 		return
 	}
-	if _, had := a.keys[k]; had {
+	if size, had := a.keys[k]; had {
 		delete(a.keys, k)
+		a.bytes -= size
 		a.budget.used.Add(-1)
+		a.budget.usedBytes.Add(-size)
 	}
 }
 
@@ -200,7 +249,25 @@ func (a *account) close() {
 	}
 	a.closed = true
 	a.budget.used.Add(-int64(len(a.keys)))
-	a.keys = nil
+	a.budget.usedBytes.Add(-a.bytes)
+	a.keys, a.bytes = nil, 0
+}
+
+// cachedSize is what an object takes in a cache: its packed JSON and
+// metadata, and the bookkeeping of an object (the packed struct, the
+// cache's maps and this account's entry).
+func cachedSize(obj any) int64 {
+	const overhead = 512
+	p, ok := obj.(*packed)
+	if !ok {
+		return overhead
+	}
+	n := int64(overhead + len(p.body) + len(p.status) + len(p.managedFields) +
+		len(p.Name) + len(p.Namespace) + len(p.UID) + len(p.ResourceVersion))
+	for k, v := range p.Labels {
+		n += int64(len(k) + len(v))
+	}
+	return n
 }
 
 func keyOfCached(obj any) (accountKey, bool) {
@@ -229,6 +296,21 @@ func (r *Registry[K]) budgetHoldFor(trips int) time.Duration {
 		d *= 2
 	}
 	return min(d, r.retryMaxDelay)
+}
+
+// Held reports whether the informers of cluster are held, after its caches
+// went over their budget: until when, and why. It returns a zero time and
+// nil otherwise. A caller that would rather not work on a cluster it cannot
+// watch (its reconciles would read every object from the API server, and
+// nothing would correct drift) can refuse to until then.
+func (r *Registry[K]) Held(cluster string) (time.Time, *BudgetError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.heldLocked(cluster, r.clock.Now())
+	if !ok {
+		return time.Time{}, nil
+	}
+	return h.until, h.err
 }
 
 // heldLocked returns the hold of the cluster when it is still on at now.
@@ -265,7 +347,7 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	trips := h.trips
 	hold := r.budgetHoldFor(trips)
 	h.until = now.Add(hold)
-	h.err = &BudgetError{Cluster: c.name, Budget: c.budget.Name(), Max: c.budget.Max()}
+	h.err = &BudgetError{Cluster: c.name, Budget: c.budget.Name(), Max: c.budget.Max(), MaxBytes: c.budget.MaxBytes()}
 	used := c.budget.Used()
 	var tell []notice[K]
 	stopped := 0
@@ -291,6 +373,7 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	}
 	r.log.Info("Informers stopped: the cluster's caches went over their object budget",
 		"cluster", c.name, "budget", c.budget.Name(), "max", c.budget.Max(), "used", used,
+		"maxBytes", c.budget.MaxBytes(), "usedBytes", c.budget.UsedBytes(),
 		"informers", stopped, "hold", hold, "times", trips, "ownersTold", told)
 	r.tell(tell)
 }

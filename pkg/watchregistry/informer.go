@@ -729,6 +729,15 @@ func (e *entry[K]) collectInitial(r *Registry[K], p *packed) {
 }
 
 func (h *handler[K]) OnUpdate(oldObj, newObj any) {
+	// An update may grow an object: its new size is charged.
+	if a := h.p.acct; a != nil {
+		if handle, over := a.add(newObj); !handle {
+			if over {
+				h.overBudget()
+			}
+			return
+		}
+	}
 	o, ok1 := oldObj.(*packed)
 	n, ok2 := newObj.(*packed)
 	if !ok1 || !ok2 || h.aside(newObj) {

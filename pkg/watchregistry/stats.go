@@ -93,7 +93,7 @@ func (r *Registry[K]) Stats() Stats {
 	r.mu.Lock()
 	for _, c := range r.clusters {
 		if b := c.budget; b != nil && b.Name() != "" {
-			s.Budgets[b.Name()] = BudgetUse{Used: b.Used(), Max: b.Max()}
+			s.Budgets[b.Name()] = BudgetUse{Used: b.Used(), Max: b.Max(), UsedBytes: b.UsedBytes(), MaxBytes: b.MaxBytes()}
 		}
 	}
 	for _, e := range r.entries {
@@ -130,7 +130,7 @@ type metrics struct {
 	informers, running, started, owners, cached, expectations *prometheus.Desc
 	writesInFlight, holding, held                             *prometheus.Desc
 	received, delivered, filtered                             *prometheus.Desc
-	budgetUsed, budgetMax, overBudget                         *prometheus.Desc
+	budgetUsed, budgetMax, budgetBytes, overBudget            *prometheus.Desc
 	// syncDuration observes, per informer, the time from its start to the
 	// end of its initial list.
 	syncDuration prometheus.Histogram
@@ -159,6 +159,7 @@ func newMetrics(ns string) metrics {
 		filtered:       d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
 		budgetUsed:     d("budget_objects", "Objects held by the caches of the clusters charged to a named budget.", "budget"),
 		budgetMax:      d("budget_max_objects", "The most objects the caches of the clusters charged to a named budget may hold.", "budget"),
+		budgetBytes:    d("budget_bytes", "Bytes taken by the objects the caches of the clusters charged to a named budget hold.", "budget"),
 		overBudget:     d("over_budget_total", "Times a cluster's informers were stopped because their caches went over its budget."),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "informer_sync_duration_seconds",
@@ -176,7 +177,7 @@ func newMetrics(ns string) metrics {
 // Describe implements prometheus.Collector.
 func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
 	d := r.metrics
-	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered, d.budgetUsed, d.budgetMax, d.overBudget} {
+	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered, d.budgetUsed, d.budgetMax, d.budgetBytes, d.overBudget} {
 		ch <- x
 	}
 	d.syncDuration.Describe(ch)
@@ -210,6 +211,7 @@ func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
 	for name, u := range s.Budgets {
 		ch <- prometheus.MustNewConstMetric(d.budgetUsed, prometheus.GaugeValue, float64(u.Used), name)
 		ch <- prometheus.MustNewConstMetric(d.budgetMax, prometheus.GaugeValue, float64(u.Max), name)
+		ch <- prometheus.MustNewConstMetric(d.budgetBytes, prometheus.GaugeValue, float64(u.UsedBytes), name)
 	}
 	ch <- prometheus.MustNewConstMetric(d.overBudget, prometheus.CounterValue, float64(s.OverBudget))
 	d.syncDuration.Collect(ch)
