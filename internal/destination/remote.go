@@ -169,7 +169,9 @@ type remotes struct {
 	entries   map[remoteKey]*remote
 	users     map[cache.ObjectName]*usage
 	access    map[accessKey]accessCheck
-	wg        sync.WaitGroup
+	// budgets bound the caches of each namespace's remote clusters.
+	budgets map[string]*watchregistry.Budget
+	wg      sync.WaitGroup
 }
 
 func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remotes {
@@ -186,6 +188,7 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		entries:   map[remoteKey]*remote{},
 		users:     map[cache.ObjectName]*usage{},
 		access:    map[accessKey]accessCheck{},
+		budgets:   map[string]*watchregistry.Budget{},
 	}
 	switch {
 	case opts.Metadata != nil:
@@ -274,6 +277,9 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 	}
 	r.resolved(key, rk)
 	if err := cc.breaker.check(); err != nil {
+		return nil, err
+	}
+	if err := r.overBudget(rk); err != nil {
 		return nil, err
 	}
 	// Reconciles of objects in sync are served from caches and make no
@@ -540,7 +546,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		}
 		// The informers' caches missed the outage's changes and their
 		// reflectors may be deep in backoff: fresh informers list now.
-		r.registry.SetCluster(e.key.clusterName(), watchDyn, nil)
+		r.setCluster(e, watchDyn)
 		r.enqueueUsersOf(e.key)
 	}
 	rotated := e.cc != nil
@@ -552,10 +558,43 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 	current := r.entries[e.key] == e
 	r.mu.Unlock()
 	if current {
-		r.registry.SetCluster(e.key.clusterName(), watchDyn, nil)
+		r.setCluster(e, watchDyn)
 	}
 	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
 	return cc, exact, nil
+}
+
+// setCluster gives the registry the informers' clients of e, charging
+// their caches to the budget of the namespace of e's Secret: a tenant
+// names as many clusters as it has Secrets, so a budget per cluster would
+// bound nothing.
+func (r *remotes) setCluster(e *remote, watchDyn dynamic.Interface) {
+	ns := e.key.secret.Namespace
+	r.mu.Lock()
+	b := r.budgets[ns]
+	if b == nil {
+		b = watchregistry.NewBudget(r.guard.cacheObjects, watchregistry.MaxBytes(r.guard.cacheBytes), watchregistry.BudgetName(ns))
+		r.budgets[ns] = b
+	}
+	r.mu.Unlock()
+	r.registry.SetCluster(e.key.clusterName(), watchDyn, nil, watchregistry.WithBudget(b))
+}
+
+// overBudget refuses to work on a cluster whose informers are held, after
+// the caches of its namespace's remote clusters went over their budget:
+// nothing would watch its objects, and every reconcile would read them all
+// from its server.
+func (r *remotes) overBudget(rk remoteKey) error {
+	until, err := r.registry.Held(rk.clusterName())
+	if err == nil {
+		return nil
+	}
+	// A plain error: DestinationUnavailable, retried with backoff, so that
+	// the resource is reconciled again once the hold is over.
+	return fmt.Errorf(
+		"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
+			"Vidra stopped watching the cluster at %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
+		rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), rk.server, until.Sub(r.clock.Now()).Round(time.Second))
 }
 
 // actualServer is the server of the context the clients were built for.

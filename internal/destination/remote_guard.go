@@ -35,7 +35,23 @@ type Guard struct {
 	// a reconcile waits for before Vidra treats it as unavailable; zero
 	// means DefaultSlowAnswer.
 	SlowAnswer time.Duration
+	// CacheObjects and CacheBytes bound what the informers' caches hold of
+	// the remote clusters of one namespace together; zero means
+	// DefaultCacheObjects and DefaultCacheBytes.
+	CacheObjects, CacheBytes int64
 }
+
+// The default budget of the caches of one namespace's remote clusters. A
+// remote cluster may be a server of the tenant's own, which can send any
+// number of objects with the right labels, of any number of kinds, and
+// grow them by updates: the operator holds them all. 10,000 objects are
+// more than a namespace declares for its remote clusters, and 32 MiB hold
+// them at their usual size (about 2 KiB each as cached); with a list in
+// flight, a namespace costs the operator under 100 MiB at most.
+const (
+	DefaultCacheObjects = 10_000
+	DefaultCacheBytes   = 32 << 20
+)
 
 // DefaultDenyCIDRs are the link-local ranges, where clouds serve instance
 // metadata and credentials (169.254.169.254, fd00:ec2::254 aside). Loopback
@@ -73,6 +89,9 @@ type remoteGuard struct {
 	// requests and informers bound the answers of the request clients and
 	// of the informers' clients; tests make them small.
 	requests, informers answerLimits
+	// cacheObjects and cacheBytes bound the caches of one namespace's
+	// remote clusters.
+	cacheObjects, cacheBytes int64
 
 	mu sync.Mutex
 	// slots are the list slots of the namespaces (see listSlot).
@@ -89,10 +108,18 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 			return nil, fmt.Errorf("destination CIDR deny list: invalid prefix %v", p)
 		}
 	}
+	if g.CacheObjects <= 0 {
+		g.CacheObjects = DefaultCacheObjects
+	}
+	if g.CacheBytes <= 0 {
+		g.CacheBytes = DefaultCacheBytes
+	}
 	return &remoteGuard{
-		allowHTTP: g.AllowHTTP,
-		deny:      deny,
-		slow:      g.SlowAnswer,
+		cacheObjects: g.CacheObjects,
+		cacheBytes:   g.CacheBytes,
+		allowHTTP:    g.AllowHTTP,
+		deny:         deny,
+		slow:         g.SlowAnswer,
 		// The timeouts of client-go's own dialer.
 		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver: net.DefaultResolver,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -131,4 +132,70 @@ func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
 	}
 	t.Logf("%d lists read; heap in use %d MiB before, at most %d MiB during; %d MiB allocated in all; Ready: %s",
 		cluster.lists.Load(), before>>20, highest>>20, alloc>>20, msg)
+}
+
+// TestRemoteClusterCannotFillTheOperatorsCaches: a tenant's server lists
+// nothing, then sends ADDED events of new ConfigMaps, each under every
+// limit, without end. The informer cached them all until the operator ran
+// out of memory. Now the caches of a namespace's remote clusters have a
+// budget (10,000 objects or 32 MiB): past it the cluster's informers stop,
+// their caches are dropped, the resource reports why, and the cluster is
+// not listed again before a hold.
+func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
+	const events = 50_000
+	var sent atomic.Int64
+	watchEnded := make(chan struct{}, 1)
+	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}, func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			select {
+			case watchEnded <- struct{}{}:
+			default:
+			}
+		}()
+		w.WriteHeader(http.StatusOK)
+		for i := range events {
+			if _, err := fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"flood-%d","namespace":"x","resourceVersion":"%d","labels":{"a":"b"}}}}`+"\n", i, i+2); err != nil {
+				return
+			}
+			sent.Add(1)
+		}
+		<-r.Context().Done()
+	})
+	ns := remoteTenant(t, &clientcmdapi.Cluster{Server: cluster.srv.URL, CertificateAuthorityData: pemCertificate(cluster.srv)})
+
+	peak := sampleHeap(t)
+	createVR(t, ns, "flood", cmDoc("x"), toRemoteSecret(cluster.srv.URL))
+	msg := readyMessageOf(t, ns, "flood", v1alpha1.ReasonDestinationError)
+	if !strings.Contains(msg, "the remote clusters of namespace "+ns+" would make Vidra cache more than 10000 objects or 32 MiB") ||
+		!strings.Contains(msg, "--destination-cache-objects") {
+		t.Errorf("Ready message does not say the caches went over their budget: %s", msg)
+	}
+	// The informer let go of the watch: the stream was cut before its end.
+	<-watchEnded
+	if n := sent.Load(); n >= events {
+		t.Errorf("the server sent all %d events; the watch should have ended past the budget", n)
+	}
+	lists := cluster.lists.Load()
+
+	// Within the hold, a reconcile asked for lists nothing: it reports the
+	// hold again. Its echo of the request is the barrier.
+	at := askReconcile(t, ns, "flood")
+	vr := waitVR(t, ns, "flood", "handled the reconcile asked for", func(vr *v1alpha1.VidraResource) bool {
+		return vr.Status.LastHandledReconcileAt == at
+	})
+	if n := cluster.lists.Load(); n != lists {
+		t.Errorf("the cluster was listed %d times during its hold; want none", n-lists)
+	}
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "tries again in") {
+		t.Errorf("the reconcile during the hold does not report it: %+v", c)
+	}
+
+	before, highest, alloc := peak()
+	if highest > before+heapBudget {
+		t.Errorf("the heap in use grew from %d MiB to %d MiB while the server sent events, more than the budget of %d MiB", before>>20, highest>>20, heapBudget>>20)
+	}
+	t.Logf("%d events sent, %d lists; heap in use %d MiB before, at most %d MiB during; %d MiB allocated in all; Ready: %s",
+		sent.Load(), cluster.lists.Load(), before>>20, highest>>20, alloc>>20, msg)
 }

@@ -189,11 +189,14 @@ func cmDoc(name string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  k: v\n", name)
 }
 
-// askReconcile asks for a reconcile now, through the annotation.
-func askReconcile(t *testing.T, ns, name string) {
+// askReconcile asks for a reconcile now, through the annotation, and
+// returns the annotation's value, which status.lastHandledReconcileAt
+// echoes once a reconcile has handled it.
+func askReconcile(t *testing.T, ns, name string) string {
 	t.Helper()
+	at := time.Now().Format(time.RFC3339Nano)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		v1alpha1.RequestedAtAnnotation: time.Now().Format(time.RFC3339Nano),
+		v1alpha1.RequestedAtAnnotation: at,
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +204,7 @@ func askReconcile(t *testing.T, ns, name string) {
 	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return at
 }
 
 // waitDeleted waits until the resource no longer exists.
