@@ -74,10 +74,11 @@
 // Gone), and with Options.RetryFailed a fresh one follows after a backoff.
 // Replacing or removing a cluster's clients stops its informers (state
 // Stopped) and tells their owners. A cluster given a Budget (SetCluster's
-// WithBudget) whose caches would hold more objects than it allows has all
-// its informers stopped (state OverBudget, ErrOverBudget) and none started
-// again for a hold that doubles each time, so that a hostile API server can
-// neither exhaust the operator's memory nor make it list in a loop. An all-namespaces informer that has synced
+// WithBudget) whose caches would hold more objects, or bytes (MaxBytes),
+// than it allows has all its informers stopped (state OverBudget,
+// ErrOverBudget) and none started again for a hold that doubles each
+// time, so that a hostile API server can neither exhaust the operator's
+// memory nor make it list in a loop. An all-namespaces informer that has synced
 // takes over the namespaced refs of its cluster and resource, whose own
 // informers stop.
 //
