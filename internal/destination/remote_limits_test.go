@@ -3,8 +3,8 @@ package destination
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
