@@ -380,10 +380,6 @@ func (cc *clusterClients) as(namespace, name string) (*impersonated, error) {
 		return nil, fmt.Errorf("metadata client impersonating %s: %w", user, err)
 	}
 	c := &impersonated{client: dyn, meta: md}
-	if cc.breaker != nil {
-		// A remote cluster's: its large answers are read under a slot.
-		c.client = heldDynamic{dyn}
-	}
 	cc.impersonated[user] = c
 	return c, nil
 }

@@ -648,8 +648,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, rk.secret.Namespace, r.guard.requests, b.fail), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, rk.secret.Namespace, r.guard.informers, b.fail), b.wrapUntimed)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, nil, b.fail), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, r.guard.listSlot(rk.secret.Namespace), b.fail), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -664,7 +664,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := newClusterClients(rk.clusterName(), cfg, heldDynamic{dyn}, nil, newMapper(dc, r.clock))
+	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, nil, newMapper(dc, r.clock))
 	if err != nil {
 		return nil, nil, err
 	}

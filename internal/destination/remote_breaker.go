@@ -179,10 +179,9 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 			b.onRecover()
 		}
 		return
-	case callerGaveUp(req) || isSlotWait(err):
+	case callerGaveUp(req):
 		// The caller gave up (an informer stopping, a reconcile cancelled at
-		// shutdown or out of time), or its time ran out while it waited to
-		// read a large answer: that says nothing about the server.
+		// shutdown or out of time): that says nothing about the server.
 	default:
 		tripped := b.tripLocked(err, cooldown)
 		b.mu.Unlock()
@@ -240,16 +239,11 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	start := t.b.clock.Now()
-	var waited time.Duration
-	if t.timed {
-		req = req.WithContext(context.WithValue(req.Context(), slotWaitKey{}, &waited))
-	}
 	resp, err := t.next.RoundTrip(req)
 	// A watch's answer returns with its headers; what follows is a stream
-	// whose length says nothing. The time the request waited for a slot to
-	// read a large answer (answerSlots) is not the server's.
-	t.b.after(trial, req, err, t.b.clock.Since(start)-waited, t.timed && !isWatch(req))
-	if err != nil && !callerGaveUp(req) && !isSlotWait(err) {
+	// whose length says nothing.
+	t.b.after(trial, req, err, t.b.clock.Since(start), t.timed && !isWatch(req))
+	if err != nil && !callerGaveUp(req) {
 		return nil, &unreachableError{server: t.b.server, err: err}
 	}
 	return resp, err
@@ -261,11 +255,6 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 func callerGaveUp(req *http.Request) bool {
 	ctx := req.Context()
 	return errors.Is(ctx.Err(), context.Canceled) || OutOfTime(ctx) != nil
-}
-
-func isSlotWait(err error) bool {
-	var w *slotWaitError
-	return errors.As(err, &w)
 }
 
 // WrappedRoundTripper lets client-go reach the transport underneath, to

@@ -93,10 +93,6 @@ type remoteGuard struct {
 	// remote clusters.
 	cacheObjects, cacheBytes int64
 
-	// large bounds the large answers of the request clients (see
-	// answerSlots).
-	large *answerSlots
-
 	mu sync.Mutex
 	// slots are the list slots of the namespaces (see listSlot).
 	slots map[string]chan struct{}
@@ -119,7 +115,6 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		g.CacheBytes = DefaultCacheBytes
 	}
 	return &remoteGuard{
-		large:        newAnswerSlots(),
 		cacheObjects: g.CacheObjects,
 		cacheBytes:   g.CacheBytes,
 		allowHTTP:    g.AllowHTTP,
@@ -322,17 +317,11 @@ func byteSize(n int64) string {
 // would otherwise answer the tenant through them. Answers and watch events
 // over limits fail; failed, if not nil, is told of a watch event over its
 // limit, found after the request succeeded (the circuit breaker's fail).
-// The informers of one namespace's clusters read one list at a time (see
-// listSlot); the request clients read their large answers under
-// answerSlots.
-func (g *remoteGuard) wrapAnswers(server, namespace string, limits answerLimits, failed func(error)) func(http.RoundTripper) http.RoundTripper {
-	var slot chan struct{}
-	large := g.large
-	if limits.lists {
-		slot, large = g.listSlot(namespace), nil
-	}
+// slot, if not nil, is held while an answer that is not a watch's is read:
+// the informers of one namespace's clusters then read one list at a time.
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, slot chan struct{}, failed func(error)) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, namespace: namespace, limits: limits, slot: slot, large: large, failed: failed, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, slot: slot, failed: failed, next: rt, lists: map[string]listRead{}}
 	}
 }
 
@@ -354,13 +343,11 @@ func (g *remoteGuard) listSlot(namespace string) chan struct{} {
 }
 
 type answerGuard struct {
-	server    string
-	namespace string
-	limits    answerLimits
-	slot      chan struct{}
-	large     *answerSlots
-	failed    func(error)
-	next      http.RoundTripper
+	server string
+	limits answerLimits
+	slot   chan struct{}
+	failed func(error)
+	next   http.RoundTripper
 
 	mu sync.Mutex
 	// lists holds what was read of each list, by path and selectors, for
@@ -399,30 +386,12 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		release()
 		return resp, err
 	}
-	var large func()
-	verdict, body, rerr := t.kubernetesAnswer(req, resp, &large)
-	if large != nil {
-		switch h := holdOf(req.Context()); {
-		case rerr != nil || verdict != answerKubernetes:
-			large()
-		case h != nil:
-			// Kept until the call has decoded the answer.
-			h.keep(large)
-		default:
-			// Let go once client-go has the answer, as the list slot.
-			list := release
-			release = func() { list(); large() }
-		}
-	}
+	verdict, body, rerr := t.kubernetesAnswer(req, resp)
 	switch {
 	case rerr != nil:
 		release()
 		resp.Body.Close()
 		var tooLarge *answerTooLargeError
-		var wait *slotWaitError
-		if errors.As(rerr, &wait) {
-			return nil, wait
-		}
 		if errors.As(rerr, &tooLarge) {
 			klog.FromContext(req.Context()).V(2).Info("Refused an answer over its limit",
 				"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "limit", tooLarge.limit, "values", tooLarge.values)
@@ -449,28 +418,6 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	klog.FromContext(req.Context()).V(2).Info("Replaced an answer that is not a Kubernetes API server's",
 		"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "contentType", resp.Header.Get("Content-Type"))
 	return foreignAnswer(req, resp, t.server), nil
-}
-
-// readAnswer reads an answer of at most limit bytes (and one more, to tell),
-// the part past largeAnswer under a slot of answerSlots, which it returns.
-func (t *answerGuard) readAnswer(req *http.Request, resp *http.Response, limit int64) ([]byte, func(), error) {
-	if t.large == nil || (resp.ContentLength >= 0 && resp.ContentLength <= largeAnswer) {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		return body, nil, err
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, largeAnswer+1)); err != nil || buf.Len() <= largeAnswer {
-		return buf.Bytes(), nil, err
-	}
-	release, err := t.large.acquire(req.Context(), t.server, t.namespace)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1-int64(buf.Len()))); err != nil {
-		release()
-		return nil, nil, err
-	}
-	return buf.Bytes(), release, nil
 }
 
 // slotBody is an answer read whole, which lets its slot go once read or
@@ -552,11 +499,7 @@ const (
 // API server: JSON or protobuf, an error in a Status, an object that names
 // its kind. It reads every answer but a watch's whole, within the limits,
 // and returns what it read, for the caller to put back.
-//
-// A large answer is read under a slot of answerSlots, whose release it puts
-// in release: the caller keeps it until the answer is decoded, or lets it
-// go.
-func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response, release *func()) (answerVerdict, []byte, error) {
+func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (answerVerdict, []byte, error) {
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		// Followed by the HTTP client, whose next request comes through here.
 		return answerKubernetes, nil, nil
@@ -585,7 +528,7 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response, r
 		if resp.ContentLength > limit {
 			return answerForeign, nil, t.tooLarge(what, limit, 0)
 		}
-		if body, *release, err = t.readAnswer(req, resp, limit); err != nil {
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return answerForeign, nil, err
 		}
 		if int64(len(body)) > limit {

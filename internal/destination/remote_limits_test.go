@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -510,101 +508,5 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 	cc, _, _ = clientsFor(t, srv, 64<<20)
 	if err := cc.probe.Get().AbsPath("/api/v1").Do(t.Context()).Error(); err != nil {
 		t.Errorf("a discovery document of %d values: %v", 2*maxAnswerValues, err)
-	}
-}
-
-// Large answers to requests are read and decoded two at a time in all, one
-// at a time per namespace: each of the eight workers could otherwise be
-// decoding an 8 MiB answer of a tenant's server at once. Small answers
-// take no slot; a request that runs out of time waiting for one opens no
-// breaker.
-func TestRemoteLargeAnswersAreReadTwoAtATime(t *testing.T) {
-	tail := make(chan struct{})
-	var heads atomic.Int32
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if strings.HasSuffix(r.URL.Path, "/small") {
-			io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"small","namespace":"ns"}}`)
-			return
-		}
-		fmt.Fprintf(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"big","namespace":"ns"},"data":{"k":"%s`, strings.Repeat("a", 3<<19))
-		w.(http.Flusher).Flush()
-		heads.Add(1)
-		select {
-		case <-tail:
-		case <-r.Context().Done():
-			return
-		}
-		fmt.Fprintf(w, `%s"}}`, strings.Repeat("a", 1<<20))
-	})
-	g := guard(t, Guard{})
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
-	clients := func(namespace string) *clusterClients {
-		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-		cc, _, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: namespace, Name: "kubeconfig"}, server: srv.URL}, cfg, srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cc
-	}
-	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	get := func(ctx context.Context, cc *clusterClients, name string) <-chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := cc.client.Resource(cms).Namespace("ns").Get(ctx, name, metav1.GetOptions{})
-			done <- err
-		}()
-		return done
-	}
-	a1, a2, b, c := clients("team-a"), clients("team-a"), clients("team-b"), clients("team-c")
-	var pending []<-chan error
-	for _, cc := range []*clusterClients{a1, a2, b, c} {
-		pending = append(pending, get(t.Context(), cc, "big"))
-	}
-	// Every head has been sent; two answers hold the slots (team a's
-	// second waits for its namespace's, and one of teams b and c for one
-	// of all).
-	waitFor(t, "every head sent and two slots taken", func() bool { return heads.Load() == 4 && len(g.large.global) == 2 })
-	g.large.mu.Lock()
-	teamA := len(g.large.namespaces["team-a"])
-	g.large.mu.Unlock()
-	if teamA != 1 {
-		t.Errorf("team a holds %d slots; want 1", teamA)
-	}
-	// A small answer takes no slot.
-	if _, err := a1.client.Resource(cms).Namespace("ns").Get(t.Context(), "small", metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A request whose time runs out while it waits for a slot fails
-	// without opening the breaker.
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	d := clients("team-d")
-	err := <-get(ctx, d, "big")
-	var wait *slotWaitError
-	if !errors.As(err, &wait) || d.breaker.isOpen() {
-		t.Errorf("err = %v, breaker open %v; want a wait for a slot, the breaker closed", err, d.breaker.isOpen())
-	}
-	close(tail)
-	for _, done := range pending {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The calls have decoded their answers: every slot is free.
-	if n := len(g.large.global); n != 0 {
-		t.Errorf("%d slots still taken", n)
-	}
-}
-
-// waitFor polls cond until it holds, for ten seconds at most.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
