@@ -97,11 +97,9 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Errs = collapseUnreachable(collapseOutOfTime(ctx, pass.Out.Errs, visited, total))
 	}()
 
+	// The manifest's errors and spec.ignore's are reported together, so
+	// that fixing one does not reveal the other only on the next try.
 	objs, perrs := e.parsed.parse(pass.key, vr)
-	if len(perrs) > 0 {
-		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(perrs)...)
-		return
-	}
 	rules, ierrs := compileIgnore(vr.Spec.Ignore)
 	switch vr.Spec.DriftPolicy {
 	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:
@@ -110,7 +108,8 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		// fall back to correcting what its owner asked to be reported.
 		ierrs = append(ierrs, fmt.Errorf("spec.driftPolicy: %q is not a drift policy: want Correct or Report", vr.Spec.DriftPolicy))
 	}
-	if len(ierrs) > 0 {
+	if len(perrs) > 0 || len(ierrs) > 0 {
+		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(perrs)...)
 		for _, err := range ierrs {
 			pass.Out.Fail(v1alpha1.ReasonInvalidManifest, false, err)
 		}

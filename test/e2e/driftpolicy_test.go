@@ -386,6 +386,17 @@ func TestBadIgnoreRulesAndPolicyAnnotationsAreReported(t *testing.T) {
 	waitEvent(t, ns, "identity", "InvalidManifest", "spec.ignore[0].paths[0]")
 	assertAbsent(t, ns, "a")
 
+	// A broken manifest and a bad rule are reported in the same pass.
+	createVR(t, ns, "both", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [}\n", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Ignore = []v1alpha1.IgnoreRule{{Paths: []string{"/metadata/namespace"}}}
+	})
+	vrGot = waitVR(t, ns, "both", "refused the manifest", hasCondition(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest))
+	for _, f := range []string{"document 1", "spec.ignore[0].paths[0]: /metadata/namespace"} {
+		if !strings.Contains(readyMessage(vrGot), f) {
+			t.Errorf("Ready message %q lacks %q", readyMessage(vrGot), f)
+		}
+	}
+
 	failsWith(t, ns, "typo", annotated(configMap("b", nil), map[string]string{"vidra.infrahub.operators.com/prune": "off"}),
 		v1alpha1.ReasonInvalidManifest, `document 1 (line 5): metadata.annotations["vidra.infrahub.operators.com/prune"]: "off" is not a value of this annotation`)
 }
