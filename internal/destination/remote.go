@@ -171,7 +171,10 @@ type remotes struct {
 	access    map[accessKey]accessCheck
 	// budgets bound the caches of each namespace's remote clusters.
 	budgets map[string]*watchregistry.Budget
-	wg      sync.WaitGroup
+	// wakes holds the end of the hold after which the resources of a
+	// cluster over its budget are woken.
+	wakes map[remoteKey]time.Time
+	wg    sync.WaitGroup
 }
 
 func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remotes {
@@ -189,6 +192,7 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		users:     map[cache.ObjectName]*usage{},
 		access:    map[accessKey]accessCheck{},
 		budgets:   map[string]*watchregistry.Budget{},
+		wakes:     map[remoteKey]time.Time{},
 	}
 	switch {
 	case opts.Metadata != nil:
@@ -589,12 +593,42 @@ func (r *remotes) overBudget(rk remoteKey) error {
 	if err == nil {
 		return nil
 	}
+	r.wakeAfter(rk, until)
 	// A plain error: DestinationUnavailable, retried with backoff, so that
 	// the resource is reconciled again once the hold is over.
 	return fmt.Errorf(
 		"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
 			"Vidra stopped watching the cluster at %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
 		rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), rk.server, until.Sub(r.clock.Now()).Round(time.Second))
+}
+
+// wakeAfter requeues the resources of cluster rk when the hold of its
+// informers ends, once per hold: their retries back off, and would come
+// well after it.
+func (r *remotes) wakeAfter(rk remoteKey, until time.Time) {
+	r.mu.Lock()
+	ctx := r.ctx
+	if ctx == nil || r.wakes[rk].Equal(until) {
+		r.mu.Unlock()
+		return
+	}
+	r.wakes[rk] = until
+	r.mu.Unlock()
+	t := r.clock.NewTimer(until.Sub(r.clock.Now()))
+	r.wg.Go(func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return
+		}
+		r.mu.Lock()
+		if r.wakes[rk].Equal(until) {
+			delete(r.wakes, rk)
+		}
+		r.mu.Unlock()
+		r.enqueueUsersOf(rk)
+	})
 }
 
 // actualServer is the server of the context the clients were built for.

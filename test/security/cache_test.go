@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -143,7 +144,7 @@ func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
 // not listed again before a hold.
 func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 	const events = 50_000
-	var sent atomic.Int64
+	var sent, floods atomic.Int64
 	watchEnded := make(chan struct{}, 1)
 	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
@@ -155,6 +156,12 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 			}
 		}()
 		w.WriteHeader(http.StatusOK)
+		if floods.Add(1) > 1 {
+			// Once is enough: after its hold the cluster is watched again.
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
 		for i := range events {
 			if _, err := fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"flood-%d","namespace":"x","resourceVersion":"%d","labels":{"a":"b"}}}}`+"\n", i, i+2); err != nil {
 				return
@@ -198,4 +205,13 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 	}
 	t.Logf("%d events sent, %d lists; heap in use %d MiB before, at most %d MiB during; %d MiB allocated in all; Ready: %s",
 		sent.Load(), cluster.lists.Load(), before>>20, highest>>20, alloc>>20, msg)
+
+	// The hold ends (30 s); the resource is woken, its cluster listed and
+	// watched again, and, the flood over, it is Ready.
+	start := time.Now()
+	waitVR(t, ns, "flood", "became Ready after the hold", isReady)
+	if n := cluster.lists.Load(); n == lists {
+		t.Error("the resource became Ready without its cluster being listed again")
+	}
+	t.Logf("Ready %v after the reconcile during the hold", time.Since(start).Round(100*time.Millisecond))
 }
