@@ -238,9 +238,11 @@ const (
 	// informers of a namespace's clusters read one list at a time.
 	maxAnswerValues = 100_000
 	maxListValues   = 250_000
-	// maxDiscoveryValues bounds a discovery document, decoded into fixed
-	// structs: 500,000 values describe some 15,000 resources.
-	maxDiscoveryValues = 500_000
+	// maxDiscoveryValues bounds a discovery document: 150,000 values
+	// describe some 5,000 resources. It decodes into fixed structs, in
+	// which an empty object of the text costs up to 290 bytes: 42 MiB at
+	// most.
+	maxDiscoveryValues = 150_000
 	// maxListBytes bounds what the informers' clients read of one list, its
 	// pages together: the objects of one kind that carry Vidra's labels on
 	// one cluster. With maxListValues it holds some 5,000 ConfigMaps or
@@ -381,7 +383,7 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer cancel()
 		req = req.WithContext(ctx)
 	}
-	resp, err := t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(jsonOnly(req))
 	if err != nil || resp == nil {
 		release()
 		return resp, err
@@ -399,9 +401,7 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
 	case verdict == answerStream:
-		resp.Body = &eventLimitBody{
-			body: resp.Body, guard: t, protobuf: strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf"),
-		}
+		resp.Body = &eventLimitBody{body: resp.Body, guard: t}
 		return resp, nil
 	case verdict == answerKubernetes:
 		if body != nil {
@@ -496,23 +496,25 @@ const (
 )
 
 // kubernetesAnswer tells whether resp looks like an answer of a Kubernetes
-// API server: JSON or protobuf, an error in a Status, an object that names
+// API server: JSON, an error in a Status, an object that names
 // its kind. It reads every answer but a watch's whole, within the limits,
 // and returns what it read, for the caller to put back.
 func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (answerVerdict, []byte, error) {
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		// Followed by the HTTP client, whose next request comes through here.
+	if followed(resp) {
+		// Followed by the HTTP client, whose next request comes through
+		// here. Any other 3xx is handed back to client-go, which reads
+		// its body: it is read below as an error answer.
 		return answerKubernetes, nil, nil
 	}
-	media, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if err != nil {
+	media, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || media != "application/json" {
+		// Protobuf too: only JSON is asked for (see jsonOnly). Protobuf
+		// decodes into typed objects in which two bytes of text (an
+		// empty repeated message) cost a hundred: no count of the text
+		// bounds them.
 		return answerForeign, nil, nil
 	}
-	protobuf := media == "application/vnd.kubernetes.protobuf"
-	if media != "application/json" && !protobuf {
-		return answerForeign, nil, nil
-	}
-	if params["stream"] == "watch" || isWatch(req) {
+	if isWatch(req) {
 		// A watch answers with a stream that never ends, which must not be
 		// read here; its decoding errors reach the log, never a status.
 		return answerStream, nil, nil
@@ -542,12 +544,6 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 			return answerForeign, nil, err
 		}
 	}
-	if protobuf {
-		// client-go's protobuf decoding errors never quote the body; a cut
-		// error answer fails to decode. Protobuf decodes into typed
-		// objects, whose size follows the bytes'.
-		return answerKubernetes, body, nil
-	}
 	if ok2xx && req.URL.Path == "/version" {
 		// Decoded into a fixed struct: unknown fields are dropped, nothing
 		// of the body reaches an error.
@@ -565,11 +561,11 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 		return answerForeign, nil, nil
 	}
 	if ok2xx {
-		// Discovery documents decode into fixed structs, which drop what
-		// they do not know, and are the largest answers of a cluster with
-		// thousands of CRDs: about 30 values a resource.
+		// Discovery documents are the largest answers of a cluster with
+		// thousands of CRDs, about 30 values a resource. Told by the path
+		// asked for, never by the kind the server names.
 		values := t.limits.values
-		if isDiscoveryKind(tm.Kind) || tm.Kind == "APIGroupDiscoveryList" {
+		if !t.limits.lists && isDiscoveryPath(req) {
 			values = max(values, maxDiscoveryValues)
 		}
 		if err := t.countValues(req, body, values); err != nil {
@@ -582,24 +578,16 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 // eventLimitBody ends a watch stream at an event over the guard's limits,
 // before client-go's decoder buffers it: its JSON framer reads a whole
 // value, however large, before it looks at it. It follows the framing as
-// the bytes pass: for JSON, the nesting of brackets outside strings (an
-// event ends where it returns to the top level); for protobuf, the length
-// that prefixes each frame.
+// the bytes pass: the nesting of brackets outside strings (an event ends
+// where it returns to the top level).
 type eventLimitBody struct {
-	body     io.ReadCloser
-	guard    *answerGuard
-	protobuf bool
-	err      error
+	body  io.ReadCloser
+	guard *answerGuard
+	err   error
 
-	// n counts the bytes of the current JSON event, scan its syntax and
-	// values.
+	// n counts the bytes of the current event, scan its syntax and values.
 	n    int64
 	scan jsonScan
-	// header collects a protobuf frame's length, hn of its 4 bytes so far;
-	// left is what remains of the frame after it.
-	header [4]byte
-	hn     int
-	left   uint32
 }
 
 func (b *eventLimitBody) Read(p []byte) (int, error) {
@@ -625,26 +613,6 @@ func (b *eventLimitBody) Close() error { return b.body.Close() }
 // current event has passed a limit.
 func (b *eventLimitBody) over(c byte) error {
 	g := b.guard
-	if b.protobuf {
-		if b.hn < len(b.header) {
-			b.header[b.hn] = c
-			b.hn++
-			if b.hn == len(b.header) {
-				b.left = uint32(b.header[0])<<24 | uint32(b.header[1])<<16 | uint32(b.header[2])<<8 | uint32(b.header[3])
-				if int64(b.left) > g.limits.event {
-					return g.tooLarge("a watch event", g.limits.event, 0)
-				}
-				if b.left == 0 {
-					b.hn = 0
-				}
-			}
-			return nil
-		}
-		if b.left--; b.left == 0 {
-			b.hn = 0
-		}
-		return nil
-	}
 	b.n++
 	if b.scan.feed(c) {
 		// An event, or the white space between events, ended.
@@ -692,6 +660,54 @@ func (s *jsonScan) feed(c byte) bool {
 		s.depth = max(s.depth-1, 0)
 	}
 	return s.depth == 0 && !s.inString && (c == '}' || c == ']' || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n')
+}
+
+// isDiscoveryPath reports a request of discovery: /api, /apis, /api/<v>
+// and /apis/<group>/<v>.
+func isDiscoveryPath(req *http.Request) bool {
+	if req.Method != http.MethodGet {
+		return false
+	}
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	switch parts[0] {
+	case "api":
+		return len(parts) <= 2
+	case "apis":
+		return len(parts) <= 3
+	}
+	return false
+}
+
+// followed reports a redirect the HTTP client follows: one of its codes,
+// with a Location to go to.
+func followed(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return resp.Header.Get("Location") != ""
+	}
+	return false
+}
+
+// jsonOnly returns req asking for JSON answers only: client-go's metadata
+// and discovery clients ask for protobuf first, which no count of the text
+// bounds (see kubernetesAnswer).
+func jsonOnly(req *http.Request) *http.Request {
+	accept := req.Header.Get("Accept")
+	if accept == "" || !strings.Contains(accept, "protobuf") {
+		return req
+	}
+	var keep []string
+	for _, t := range strings.Split(accept, ",") {
+		if !strings.Contains(t, "protobuf") {
+			keep = append(keep, strings.TrimSpace(t))
+		}
+	}
+	if len(keep) == 0 {
+		keep = []string{"application/json"}
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", strings.Join(keep, ","))
+	return req
 }
 
 // isDiscoveryKind reports the answers of discovery that may carry no

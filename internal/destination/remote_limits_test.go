@@ -2,7 +2,6 @@ package destination
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -218,25 +217,65 @@ func TestRemoteWatchEventOverTheLimitEndsTheWatch(t *testing.T) {
 	}
 }
 
-// Protobuf watch streams are framed by a length: a frame announcing more
-// than the limit ends the stream before any of it is read.
-func TestProtobufWatchFrameOverTheLimit(t *testing.T) {
-	frame := func(n int) string {
-		var h [4]byte
-		binary.BigEndian.PutUint32(h[:], uint32(n))
-		return string(h[:]) + strings.Repeat("x", min(n, 100))
+// What a tenant's server might send to slip past the limits: protobuf
+// (which no count of its text bounds), a stream announced on an answer that
+// is not a watch's, a redirect the client does not follow, and a kind of
+// discovery's on an answer that is not discovery's. Each is read within
+// the limits or replaced.
+func TestRemoteAnswersThatTryToSlipPastTheLimits(t *testing.T) {
+	var accepts atomic.Value
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		accepts.Store(r.Header.Get("Accept"))
+		switch r.URL.Query().Get("try") {
+		case "protobuf":
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			io.WriteString(w, "k8s\x00"+strings.Repeat("\x0a\x00", 1<<20))
+		case "stream":
+			w.Header().Set("Content-Type", "application/json;stream=watch")
+			streamJSON(w, `{}`+strings.Repeat("{}", 1<<10), "", 64<<20)
+		case "redirect":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMultipleChoices)
+			streamJSON(w, `{"kind":"Status","apiVersion":"v1","message":"`, `"}`, 64<<20)
+		case "kind":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","items":[`+strings.TrimSuffix(strings.Repeat("{},", 2*maxAnswerValues), ",")+`]}`)
+		}
+	})
+	for try, want := range map[string]string{
+		"protobuf": "not a Kubernetes API answer (application/vnd.kubernetes.protobuf; not shown)",
+		"stream":   "sent an answer over 8 MiB",
+		"redirect": "answered HTTP 300 with a body that is not a Kubernetes API answer",
+		"kind":     fmt.Sprintf("sent an answer over %d JSON values", maxAnswerValues),
+	} {
+		// Clients of their own: one refusal opens the breaker of the next.
+		cc, _, allocated := clientsFor(t, srv, 8<<20)
+		err := cc.probe.Get().AbsPath("/api/v1/namespaces/ns/configmaps/a").Param("try", try).SetHeader("Accept", "application/vnd.kubernetes.protobuf,application/json").Do(t.Context()).Error()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v; want one saying %q", try, err, want)
+		}
+		if a, _ := accepts.Load().(string); strings.Contains(a, "protobuf") {
+			t.Errorf("%s: the server was asked for protobuf: Accept %q", try, a)
+		}
+		if alloc := allocated(); alloc > 48<<20 {
+			t.Errorf("%s: refusing it allocated %d MiB", try, alloc>>20)
+		}
 	}
-	g := &answerGuard{server: "https://remote.example", limits: answerLimits{event: 100}}
-	var failed error
-	g.failed = func(err error) { failed = err }
-	stream := frame(100) + frame(0) + frame(100) + frame(101)
-	b := &eventLimitBody{body: io.NopCloser(strings.NewReader(stream)), guard: g, protobuf: true}
-	read, err := io.ReadAll(b)
-	if err == nil || !strings.Contains(err.Error(), "sent a watch event over 100 bytes") || failed != err {
-		t.Fatalf("err = %v (failed %v); want a watch event over 100 bytes", err, failed)
-	}
-	if want := len(stream) - 100 - 1; len(read) != want {
-		t.Errorf("read %d bytes; want the %d before the last frame's length ended", len(read), want)
+}
+
+// Discovery documents get a larger bound, told by the path asked for.
+func TestRemoteDiscoveryIsToldByItsPath(t *testing.T) {
+	for _, tc := range []struct {
+		path      string
+		discovery bool
+	}{
+		{"/api", true}, {"/apis", true}, {"/api/v1", true}, {"/apis/apps/v1", true},
+		{"/api/v1/configmaps", false}, {"/apis/apps/v1/deployments", false}, {"/apis/apps/v1/namespaces/a/deployments/b", false}, {"/version", false},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "https://remote.example"+tc.path, nil)
+		if got := isDiscoveryPath(req); got != tc.discovery {
+			t.Errorf("%s: discovery %v, want %v", tc.path, got, tc.discovery)
+		}
 	}
 }
 
@@ -504,9 +543,10 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 		t.Errorf("refusing an answer of %d values allocated %d MiB", 2*maxAnswerValues, alloc>>20)
 	}
 
-	srv = hostileServer(t, values("APIResourceList", "v1", 2*maxAnswerValues))
+	n := (maxAnswerValues + maxDiscoveryValues) / 4 // {} and its comma: two values each
+	srv = hostileServer(t, values("APIResourceList", "v1", n))
 	cc, _, _ = clientsFor(t, srv, 64<<20)
 	if err := cc.probe.Get().AbsPath("/api/v1").Do(t.Context()).Error(); err != nil {
-		t.Errorf("a discovery document of %d values: %v", 2*maxAnswerValues, err)
+		t.Errorf("a discovery document of %d values: %v", 2*n, err)
 	}
 }
