@@ -379,14 +379,15 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 }
 
 // failOverBudgetLocked stops a live entry of a cluster over its budget and
-// returns the owners to tell: those not told of it already, so that an
-// owner re-tracking on every reconcile is not woken by each trip.
+// returns the owners to tell: all of them, at every trip. Unlike a
+// Forbidden informer, which an owner re-tracking on every reconcile would
+// restart at once, an over-budget one starts again only after its hold,
+// so telling cannot loop; and an owner not told of a trip after the first
+// would go on as if the cluster were watched (its reads going to the API
+// server), with nothing to make it look again until the hold ends.
 func (r *Registry[K]) failOverBudgetLocked(e *entry[K], h *budgetHold) []notice[K] {
 	e.stopLocked(StateOverBudget, &StateError{Ref: e.ref, State: StateOverBudget, Err: h.err})
-	tell := e.notices(func(k K) bool {
-		_, told := e.notified[k]
-		return e.lastFailure == StateOverBudget && told
-	})
+	tell := e.notices(nil)
 	e.lastFailure, e.notified = StateOverBudget, e.ownerSet()
 	switch {
 	case len(e.refs) == 0:

@@ -139,7 +139,9 @@ func TestAClusterListingOverItsBudgetIsStoppedAndHeld(t *testing.T) {
 	}
 
 	// Once the hold has passed, Track starts them again: still over, the
-	// cluster is held twice as long, and the owner is not told again.
+	// cluster is held twice as long, and the owner is told of this trip
+	// too (it started the informers, and would otherwise take the cluster
+	// for watched).
 	pos := rec.mark()
 	be.clk.Step(30 * time.Second)
 	track(t, r, "owner", cms, secs)
@@ -152,8 +154,9 @@ func TestAClusterListingOverItsBudgetIsStoppedAndHeld(t *testing.T) {
 		t.Fatalf("second hold: %s, want 1m", hold)
 	}
 	waitUsed(t, budget, 0)
-	if n := len(filterRecords(rec.since(pos), stateChanges(cms))); n != 0 {
-		t.Fatalf("owner told %d more times of the same failure:\n%s", n, rec.dump(pos))
+	rec.waitCount(t, "EventStateChanged of the second trip", stateChanges(cms), 2)
+	if n := len(filterRecords(rec.since(pos), stateChanges(cms))); n != 1 {
+		t.Fatalf("owner told %d times of the second trip, want 1:\n%s", n, rec.dump(pos))
 	}
 	checkInvariants(t, r)
 }
@@ -170,7 +173,7 @@ func TestTheHoldDoublesUntilTheClusterSyncsUnderItsBudget(t *testing.T) {
 	waitOverBudget(t, r, 1)
 
 	// The registry retries by itself once each hold has passed, and not
-	// before: 30s, 1m, then 2m, the cap. The owner is told once.
+	// before: 30s, 1m, then 2m, the cap. The owner is told of each trip.
 	for i, hold := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 2 * time.Minute} {
 		snap, _ := r.Snapshot(cms)
 		if got := snap.HeldUntil.Sub(be.clk.Now()); got != hold || !snap.NextRetry.Equal(snap.HeldUntil) {
@@ -188,8 +191,9 @@ func TestTheHoldDoublesUntilTheClusterSyncsUnderItsBudget(t *testing.T) {
 			t.Fatalf("hold %d: %d informers started after it, want 1", i+1, got-started)
 		}
 	}
-	if n := be.rec.count(stateChanges(cms)); n != 1 {
-		t.Fatalf("owner told %d times, want 1:\n%s", n, be.rec.dump(0))
+	be.rec.waitCount(t, "EventStateChanged of every trip", stateChanges(cms), 5)
+	if n := be.rec.count(stateChanges(cms)); n != 5 {
+		t.Fatalf("owner told %d times of 5 trips:\n%s", n, be.rec.dump(0))
 	}
 
 	// Cleaned up below the budget, the cluster syncs after its hold, which
