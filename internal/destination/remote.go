@@ -13,6 +13,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -682,8 +684,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, nil, b.fail), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, r.guard.listSlot(rk.secret.Namespace), b.fail), b.wrapUntimed)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -703,18 +705,54 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		return nil, nil, err
 	}
 	cc.breaker, cc.probe = b, dc.RESTClient()
-	return cc, listsOnly{watchDyn}, nil
+	return cc, listsOnly{Interface: watchDyn, slot: r.guard.listSlot(rk.secret.Namespace)}, nil
 }
 
-// listsOnly is the dynamic client of a remote cluster's informers, which
-// list before they watch instead of streaming the list as a watch. A list
+// listsOnly is the dynamic client of a remote cluster's informers. They
+// list before they watch instead of streaming the list as a watch: a list
 // is one answer, or pages, which the guard bounds before client-go decodes
-// them; a streamed list is held object by object until the server says it
-// is complete, and a server of the tenant's need never say so.
-type listsOnly struct{ dynamic.Interface }
+// them, while a streamed list is held object by object until the server
+// says it is complete, and a server of the tenant's need never say so. And
+// the informers of one namespace's clusters list one at a time, decoding
+// included: a list is bounded, but a tenant chooses how many kinds its
+// clusters list.
+type listsOnly struct {
+	dynamic.Interface
+	slot chan struct{}
+}
 
 // IsWatchListSemanticsUnSupported tells client-go's reflectors to list.
 func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (c listsOnly) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	all := c.Interface.Resource(gvr)
+	return slotNamespaceable{slotResource{all, c.slot}, all}
+}
+
+type slotNamespaceable struct {
+	slotResource
+	all dynamic.NamespaceableResourceInterface
+}
+
+func (r slotNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
+	return slotResource{r.all.Namespace(ns), r.slotResource.slot}
+}
+
+type slotResource struct {
+	dynamic.ResourceInterface
+	slot chan struct{}
+}
+
+// List holds the namespace's slot while the list is read and decoded.
+func (r slotResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	select {
+	case r.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.slot }()
+	return r.ResourceInterface.List(ctx, opts)
+}
 
 // enqueueUsersOf requeues the resources of a cluster that came back, so that
 // they do not wait out a backoff grown during the outage.

@@ -46,8 +46,8 @@ type Guard struct {
 // number of objects with the right labels, of any number of kinds, and
 // grow them by updates: the operator holds them all. 10,000 objects are
 // more than a namespace declares for its remote clusters, and 32 MiB hold
-// them at their usual size (about 2 KiB each as cached); with a list in
-// flight, a namespace costs the operator under 100 MiB at most.
+// them at their usual size (about 2 KiB each as cached). docs/security.md
+// adds up what else a namespace of hostile clusters can cost.
 const (
 	DefaultCacheObjects = 10_000
 	DefaultCacheBytes   = 32 << 20
@@ -250,8 +250,10 @@ const (
 	// cache from a cluster it does not run in.
 	maxListBytes = 16 << 20
 	// maxEventBytes and maxEventValues bound one event of a watch stream,
-	// which holds one object.
-	maxEventBytes  = 8 << 20
+	// which holds one object: etcd's largest is about 3 MiB as JSON.
+	// client-go's decoder keeps a buffer of twice the largest event it saw
+	// for as long as the watch lasts.
+	maxEventBytes  = 4 << 20
 	maxEventValues = 100_000
 	// informerRequestTimeout bounds the requests of the informers' clients
 	// that are not watches (their lists): those clients have no timeout, as
@@ -319,15 +321,13 @@ func byteSize(n int64) string {
 // would otherwise answer the tenant through them. Answers and watch events
 // over limits fail; failed, if not nil, is told of a watch event over its
 // limit, found after the request succeeded (the circuit breaker's fail).
-// slot, if not nil, is held while an answer that is not a watch's is read:
-// the informers of one namespace's clusters then read one list at a time.
-func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, slot chan struct{}, failed func(error)) func(http.RoundTripper) http.RoundTripper {
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error)) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, slot: slot, failed: failed, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, failed: failed, next: rt, lists: map[string]listRead{}}
 	}
 }
 
-// listSlot returns the slot of namespace's informers (see wrapAnswers). A
+// listSlot returns the slot of namespace's informers (see listsOnly). A
 // list is bounded, but a tenant chooses how many kinds its clusters list,
 // and each list is held whole, decoded, before it is cached.
 func (g *remoteGuard) listSlot(namespace string) chan struct{} {
@@ -347,7 +347,6 @@ func (g *remoteGuard) listSlot(namespace string) chan struct{} {
 type answerGuard struct {
 	server string
 	limits answerLimits
-	slot   chan struct{}
 	failed func(error)
 	next   http.RoundTripper
 
@@ -366,16 +365,6 @@ const maxErrorBody = 64 << 10
 
 func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	watch := isWatch(req)
-	release := func() {}
-	if t.slot != nil && !watch {
-		select {
-		case t.slot <- struct{}{}:
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-		var once sync.Once
-		release = func() { once.Do(func() { <-t.slot }) }
-	}
 	if t.limits.timeout > 0 && !watch {
 		// Every answer but a watch's is read whole below, before the
 		// deadline is let go.
@@ -385,13 +374,11 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.next.RoundTrip(jsonOnly(req))
 	if err != nil || resp == nil {
-		release()
 		return resp, err
 	}
 	verdict, body, rerr := t.kubernetesAnswer(req, resp)
 	switch {
 	case rerr != nil:
-		release()
 		resp.Body.Close()
 		var tooLarge *answerTooLargeError
 		if errors.As(rerr, &tooLarge) {
@@ -405,39 +392,14 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	case verdict == answerKubernetes:
 		if body != nil {
-			// The slot is held until client-go has the answer, which it
-			// decodes as soon as it has read it.
-			resp.Body = &slotBody{Reader: bytes.NewReader(body), release: release}
-		} else {
-			release()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		return resp, nil
 	}
-	release()
 	resp.Body.Close()
 	klog.FromContext(req.Context()).V(2).Info("Replaced an answer that is not a Kubernetes API server's",
 		"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "contentType", resp.Header.Get("Content-Type"))
 	return foreignAnswer(req, resp, t.server), nil
-}
-
-// slotBody is an answer read whole, which lets its slot go once read or
-// closed.
-type slotBody struct {
-	*bytes.Reader
-	release func()
-}
-
-func (b *slotBody) Read(p []byte) (int, error) {
-	n, err := b.Reader.Read(p)
-	if err == io.EOF {
-		b.release()
-	}
-	return n, err
-}
-
-func (b *slotBody) Close() error {
-	b.release()
-	return nil
 }
 
 // countValues bounds the JSON values of an answer read whole: of the list
