@@ -586,22 +586,39 @@ func (r *remotes) setCluster(e *remote, watchDyn dynamic.Interface) {
 	r.registry.SetCluster(e.key.clusterName(), watchDyn, nil, watchregistry.WithBudget(b))
 }
 
-// overBudget refuses to work on a cluster whose informers are held, after
-// the caches of its namespace's remote clusters went over their budget:
-// nothing would watch its objects, and every reconcile would read them all
-// from its server.
+// overBudget refuses to work on a cluster of a namespace whose remote
+// clusters went over their cache budget, while the informers of the one
+// that did are held: nothing would watch its objects, and every reconcile
+// would read them all from its server. Any cluster of the namespace, not
+// only the held one: a tenant that names the same server through a new
+// Secret would otherwise have it listed again at once.
 func (r *remotes) overBudget(rk remoteKey) error {
-	until, err := r.registry.Held(rk.clusterName())
-	if err == nil {
-		return nil
+	r.mu.Lock()
+	keys := []remoteKey{rk}
+	for k := range r.entries {
+		if k != rk && k.secret.Namespace == rk.secret.Namespace {
+			keys = append(keys, k)
+		}
 	}
-	r.wakeAfter(rk, until)
-	// A plain error: DestinationUnavailable, retried with backoff, so that
-	// the resource is reconciled again once the hold is over.
-	return fmt.Errorf(
-		"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
-			"Vidra stopped watching the cluster at %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
-		rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), rk.server, until.Sub(r.clock.Now()).Round(time.Second))
+	r.mu.Unlock()
+	for _, held := range keys {
+		until, err := r.registry.Held(held.clusterName())
+		if err == nil {
+			continue
+		}
+		r.wakeAfter(rk, until)
+		which := "the cluster at " + held.server
+		if held != rk {
+			which += fmt.Sprintf(" (Secret %s, key %s), and watches no other cluster of the namespace until then,", held.secret, held.key)
+		}
+		// A plain error: DestinationUnavailable, retried with backoff, and
+		// woken when the hold is over.
+		return fmt.Errorf(
+			"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
+				"Vidra stopped watching %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
+			rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), which, until.Sub(r.clock.Now()).Round(time.Second))
+	}
+	return nil
 }
 
 // wakeAfter requeues the resources of cluster rk when the hold of its

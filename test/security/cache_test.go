@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -197,6 +200,29 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "tries again in") {
 		t.Errorf("the reconcile during the hold does not report it: %+v", c)
+	}
+
+	// Another Secret for the same server is another cluster, without a
+	// hold of its own: it is refused as well, and lists nothing.
+	kubeconfig, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "remote", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-again"}, Data: kubeconfig.Data,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote", "remote-again"}, Verbs: []string{"get"}})
+	createVR(t, ns, "again", cmDoc("y"), func(vr *v1alpha1.VidraResource) {
+		toRemoteSecret(cluster.srv.URL)(vr)
+		vr.Spec.Destination.KubeconfigSecretRef.Name = "remote-again"
+	})
+	if msg := readyMessageOf(t, ns, "again", v1alpha1.ReasonDestinationError); !strings.Contains(msg, "watches no other cluster of the namespace until then") {
+		t.Errorf("a resource of another Secret for the same server during the hold: %s", msg)
+	}
+	if n := cluster.lists.Load(); n != lists {
+		t.Errorf("the cluster was listed %d times through another Secret during the hold; want none", n-lists)
 	}
 
 	before, highest, alloc := peak()
