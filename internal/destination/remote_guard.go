@@ -462,10 +462,11 @@ const (
 // its kind. It reads every answer but a watch's whole, within the limits,
 // and returns what it read, for the caller to put back.
 func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (answerVerdict, []byte, error) {
-	if followed(resp) {
+	if followed(resp) || resp.StatusCode == http.StatusNotModified {
 		// Followed by the HTTP client, whose next request comes through
-		// here. Any other 3xx is handed back to client-go, which reads
-		// its body: it is read below as an error answer.
+		// here; a 304 has no body, whatever the server sends. Any other
+		// 3xx is handed back to client-go, which reads its body: it is
+		// read below as an error answer.
 		return answerKubernetes, nil, nil
 	}
 	media, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
