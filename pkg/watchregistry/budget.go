@@ -367,14 +367,10 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	r.wake()
 	r.mu.Unlock()
 
-	told := 0
-	for _, n := range tell {
-		told += len(n.owners)
-	}
 	r.log.Info("Informers stopped: the cluster's caches went over their object budget",
 		"cluster", c.name, "budget", c.budget.Name(), "max", c.budget.Max(), "used", used,
 		"maxBytes", c.budget.MaxBytes(), "usedBytes", c.budget.UsedBytes(),
-		"informers", stopped, "hold", hold, "times", trips, "ownersTold", told)
+		"informers", stopped, "hold", hold, "times", trips, "ownersTold", ownersIn(tell))
 	r.tell(tell)
 }
 
@@ -403,15 +399,7 @@ func (r *Registry[K]) failOverBudgetLocked(e *entry[K], h *budgetHold) []notice[
 // owners are not told: Track's caller reads the state. prev is the entry it
 // replaces, if any.
 func (r *Registry[K]) heldEntryLocked(ref Ref, c *clusterClients, prev *entry[K], h *budgetHold) *entry[K] {
-	e := &entry[K]{
-		ref:     ref,
-		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
-		clients: c,
-		refs:    map[Ref]map[K]struct{}{},
-	}
-	if prev != nil && prev.state.retried() {
-		e.lastFailure, e.notified, e.attempts = prev.lastFailure, owned(prev.notified), prev.attempts
-	}
+	e := r.bareEntry(ref, c, prev)
 	e.stopLocked(StateOverBudget, &StateError{Ref: ref, State: StateOverBudget, Err: h.err})
 	if r.retryFailed {
 		e.retryAt = h.until

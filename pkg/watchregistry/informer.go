@@ -152,10 +152,9 @@ func (e *entry[K]) notices(skip func(K) bool) []notice[K] {
 	return out
 }
 
-// newEntry builds, but does not start, the informers of ref, one per label
-// selector. prev is the failed entry it replaces, if any: what its owners
-// were told carries over.
-func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
+// bareEntry returns a Pending entry of ref without informers. prev is the
+// failed entry it replaces, if any: what its owners were told carries over.
+func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *entry[K] {
 	e := &entry[K]{
 		ref:     ref,
 		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
@@ -168,6 +167,14 @@ func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*ent
 		e.notified = owned(prev.notified)
 		e.attempts = prev.attempts
 	}
+	return e
+}
+
+// newEntry builds, but does not start, the informers of ref, one per label
+// selector. prev is the failed entry it replaces, if any: what its owners
+// were told carries over.
+func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
+	e := r.bareEntry(ref, c, prev)
 	for _, sel := range r.selectors {
 		p, err := r.newPart(e, sel)
 		if err != nil {
@@ -502,11 +509,7 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 	r.changedLocked()
 	r.mu.Unlock()
 
-	told := 0
-	for _, n := range tell {
-		told += len(n.owners)
-	}
-	e.log.Info("Informer stopped", "state", st, "err", err, "ownersTold", told, "retryIn", retryIn)
+	e.log.Info("Informer stopped", "state", st, "err", err, "ownersTold", ownersIn(tell), "retryIn", retryIn)
 	r.tell(tell)
 }
 

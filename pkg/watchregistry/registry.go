@@ -1188,6 +1188,15 @@ type notice[K comparable] struct {
 	owners []K
 }
 
+// ownersIn counts the owners notices tell, for the logs.
+func ownersIn[K comparable](tell []notice[K]) int {
+	n := 0
+	for _, t := range tell {
+		n += len(t.owners)
+	}
+	return n
+}
+
 // tell enqueues owners with EventStateChanged, each with the ref it tracks;
 // callers must not hold r.mu.
 func (r *Registry[K]) tell(notices []notice[K]) {
