@@ -147,6 +147,27 @@ func TestRemoteListOverTheLimitIsRefused(t *testing.T) {
 	}
 }
 
+// watchEvents watches the ConfigMaps of namespace ns until the stream ends,
+// and returns its events as "<type> <name>", or "error: <status>".
+func watchEvents(t *testing.T, c dynamic.Interface) []string {
+	t.Helper()
+	w, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			got = append(got, fmt.Sprintf("error: %v", ev.Object))
+			continue
+		}
+		o, _ := ev.Object.(metav1.Object)
+		got = append(got, string(ev.Type)+" "+o.GetName())
+	}
+	return got
+}
+
 // watchEvent is one JSON watch event of a ConfigMap whose value is data.
 func watchEvent(name, data string) string {
 	return fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"ns","resourceVersion":"1"},"data":{"k":%q}}}`+"\n", name, data)
@@ -192,20 +213,7 @@ func TestRemoteWatchEventOverTheLimitEndsTheWatch(t *testing.T) {
 		streamJSON(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"huge","namespace":"ns"},"data":{"k":"`+strings.Repeat("}", 1000), `"}}}`, 64<<20)
 	})
 	cc, watchDyn, allocated := clientsFor(t, srv, limit)
-	w, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	var got []string
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			got = append(got, fmt.Sprintf("error: %v", ev.Object))
-			continue
-		}
-		o, _ := ev.Object.(metav1.Object)
-		got = append(got, string(ev.Type)+" "+o.GetName())
-	}
+	got := watchEvents(t, watchDyn)
 	if len(got) != 2 || got[0] != "ADDED small" || !strings.Contains(got[1], "sent a watch event over 1 MiB") {
 		t.Fatalf("events %q; want the small one, then an error saying the next is over 1 MiB", got)
 	}
@@ -395,20 +403,7 @@ func TestRemoteWatchEventOfTinyValuesEndsTheWatch(t *testing.T) {
 		io.WriteString(w, "]}}}\n")
 	})
 	cc, watchDyn, _ := clientsFor(t, srv, 64<<20)
-	w, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	var got []string
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			got = append(got, fmt.Sprintf("error: %v", ev.Object))
-			continue
-		}
-		o, _ := ev.Object.(metav1.Object)
-		got = append(got, string(ev.Type)+" "+o.GetName())
-	}
+	got := watchEvents(t, watchDyn)
 	want := fmt.Sprintf("sent a watch event over %d JSON values", maxEventValues)
 	if len(got) != 2 || got[0] != "ADDED small" || !strings.Contains(got[1], want) {
 		t.Fatalf("events %q; want the small one, then an error saying %q", got, want)
