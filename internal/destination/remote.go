@@ -701,8 +701,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail), b.wrapUntimed)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail, nil), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, r.guard.watchPool(rk.secret.Namespace)), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)

@@ -94,8 +94,12 @@ type remoteGuard struct {
 	cacheObjects, cacheBytes int64
 
 	mu sync.Mutex
-	// slots are the list slots of the namespaces (see listSlot).
+	// slots are the list slots of the namespaces (see listSlot), pools
+	// their watch pools (see watchPool).
 	slots map[string]chan struct{}
+	pools map[string]*watchPool
+	// poolBytes bounds each watch pool; tests make it small.
+	poolBytes int64
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -123,9 +127,12 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		// The timeouts of client-go's own dialer.
 		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver: net.DefaultResolver,
-		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues, event: maxEventBytes, eventValues: maxEventValues},
-		informers: answerLimits{answer: maxListBytes, values: maxListValues, event: maxEventBytes, eventValues: maxEventValues,
+		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues,
+			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes},
+		informers: answerLimits{answer: maxListBytes, values: maxListValues,
+			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes,
 			lists: true, timeout: informerRequestTimeout},
+		poolBytes: maxWatchPoolBytes,
 	}, nil
 }
 
@@ -251,10 +258,27 @@ const (
 	maxListBytes = 16 << 20
 	// maxEventBytes and maxEventValues bound one event of a watch stream,
 	// which holds one object: etcd's largest is about 3 MiB as JSON.
-	// client-go's decoder keeps a buffer of twice the largest event it saw
-	// for as long as the watch lasts.
 	maxEventBytes  = 4 << 20
 	maxEventValues = 100_000
+	// retainedEventBytes is the largest event after which a watch stream
+	// goes on. client-go's decoders keep buffers of about twice the largest
+	// event a stream carried for as long as it lasts: twenty watches that
+	// each carried one 3.9 MiB event held 174 MiB, and a server can send
+	// events that cache nothing (a delete of a name it never sent). After a
+	// larger event the stream ends, cleanly, and its buffers go with it;
+	// the informer watches again from that event on.
+	retainedEventBytes = 64 << 10
+	// maxWatchPoolBytes bounds the bytes the watch streams of one
+	// namespace's remote clusters hold at once: the event each is reading,
+	// the largest each keeps a buffer for, and watchStreamBytes each. A
+	// server can trickle an event, and a tenant chooses how many kinds its
+	// clusters watch. client-go's buffers take up to about twice the count.
+	maxWatchPoolBytes = 16 << 20
+	// watchStreamBytes is what an open watch stream is counted for in its
+	// namespace's pool besides its events: its decoders, goroutines and
+	// HTTP/2 stream. With maxWatchPoolBytes, at most 1,024 watches of one
+	// namespace's remote clusters are open at once.
+	watchStreamBytes = 16 << 10
 	// informerRequestTimeout bounds the requests of the informers' clients
 	// that are not watches (their lists): those clients have no timeout, as
 	// a watch is one long request, and a list trickling in must not hold
@@ -267,8 +291,9 @@ type answerLimits struct {
 	// answer and values bound a successful answer that is not a watch's, in
 	// bytes and in JSON values; error answers are cut at maxErrorBody.
 	answer, values int64
-	// event and eventValues bound one event of a watch stream.
-	event, eventValues int64
+	// event and eventValues bound one event of a watch stream; a stream
+	// ends after an event over retain (see retainedEventBytes).
+	event, eventValues, retain int64
 	// lists says that the answers are lists, whose pages (requests with a
 	// continue token) are bounded together, as one answer: client-go's
 	// pager holds them all before anything reads them.
@@ -321,10 +346,69 @@ func byteSize(n int64) string {
 // would otherwise answer the tenant through them. Answers and watch events
 // over limits fail; failed, if not nil, is told of a watch event over its
 // limit, found after the request succeeded (the circuit breaker's fail).
-func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error)) func(http.RoundTripper) http.RoundTripper {
+// Watch streams are counted in pool, when not nil.
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *watchPool) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, next: rt, lists: map[string]listRead{}}
 	}
+}
+
+// watchPool returns the watch pool of namespace's remote clusters.
+func (g *remoteGuard) watchPool(namespace string) *watchPool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pools == nil {
+		g.pools = map[string]*watchPool{}
+	}
+	p, ok := g.pools[namespace]
+	if !ok {
+		p = &watchPool{namespace: namespace, max: g.poolBytes}
+		g.pools[namespace] = p
+	}
+	return p
+}
+
+// watchPool counts the bytes the watch streams of one namespace's remote
+// clusters hold (see maxWatchPoolBytes). A namespace's watches share it:
+// a tenant names as many clusters, and kinds, as it likes.
+type watchPool struct {
+	namespace string
+	max       int64
+
+	mu   sync.Mutex
+	used int64
+}
+
+// resize changes what one stream holds from from bytes to to, and reports
+// whether the pool has room for it; shrinking always does.
+func (p *watchPool) resize(from, to int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to > from && p.used+to-from > p.max {
+		return false
+	}
+	p.used += to - from
+	return true
+}
+
+// inUse returns the bytes the pool counts now.
+func (p *watchPool) inUse() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.used
+}
+
+// watchPoolError says that a namespace's watch streams would hold more than
+// their pool.
+type watchPoolError struct {
+	server, namespace string
+	max               int64
+}
+
+func (e *watchPoolError) Error() string {
+	return fmt.Sprintf("the watches of the remote clusters of namespace %s would hold more than %s of watch events at once, the most Vidra holds for one namespace; Vidra ended the watch of the API server at %s. "+
+		"Is destination.server a Kubernetes API server? If it is, its objects with Vidra's labels change in large numbers, or are very large: keep fewer or smaller objects with Vidra's labels, or fewer kinds, on the namespace's remote clusters",
+		e.namespace, byteSize(e.max), e.server)
 }
 
 // listSlot returns the slot of namespace's informers (see listsOnly). A
@@ -348,6 +432,7 @@ type answerGuard struct {
 	server string
 	limits answerLimits
 	failed func(error)
+	pool   *watchPool
 	next   http.RoundTripper
 
 	mu sync.Mutex
@@ -388,7 +473,16 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
 	case verdict == answerStream:
-		resp.Body = &eventLimitBody{body: resp.Body, guard: t}
+		b := &eventLimitBody{body: resp.Body, guard: t}
+		if !b.resize(watchStreamBytes) {
+			resp.Body.Close()
+			err := t.poolFull()
+			if t.failed != nil {
+				t.failed(err)
+			}
+			return nil, err
+		}
+		resp.Body = b
 		return resp, nil
 	case verdict == answerKubernetes:
 		if body != nil {
@@ -430,6 +524,12 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, limit int64) e
 		return t.tooLarge(what, t.limits.answer, 0)
 	}
 	return nil
+}
+
+// poolFull is the error of a watch stream its namespace's pool has no room
+// for.
+func (t *answerGuard) poolFull() error {
+	return &watchPoolError{server: t.server, namespace: t.pool.namespace, max: t.pool.max}
 }
 
 // tooLarge is the error of an answer over limit bytes or values.
@@ -542,7 +642,9 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 // before client-go's decoder buffers it: its JSON framer reads a whole
 // value, however large, before it looks at it. It follows the framing as
 // the bytes pass: the nesting of brackets outside strings (an event ends
-// where it returns to the top level).
+// where it returns to the top level). It also ends the stream, cleanly,
+// after an event over limits.retain, and counts what the stream holds in
+// its namespace's watch pool (see maxWatchPoolBytes).
 type eventLimitBody struct {
 	body  io.ReadCloser
 	guard *answerGuard
@@ -551,7 +653,21 @@ type eventLimitBody struct {
 	// n counts the bytes of the current event, scan its syntax and values.
 	n    int64
 	scan jsonScan
+	// largest is the largest event the stream carried, for which client-go
+	// keeps buffers; room is what the pool counts for the stream, as Read
+	// last set it.
+	largest, room int64
+
+	// mu orders Close, which gives the stream's bytes back to the pool,
+	// against Read taking more.
+	mu     sync.Mutex
+	closed bool
+	pooled int64
 }
+
+// poolStep is the granularity of a stream's count in its pool, so that the
+// pool's lock is not taken for every byte.
+const poolStep = 4 << 10
 
 func (b *eventLimitBody) Read(p []byte) (int, error) {
 	if b.err != nil {
@@ -559,35 +675,89 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.body.Read(p)
 	for i := range n {
-		if err := b.over(p[i]); err != nil {
-			b.err = err
+		ended, ferr := b.next(p[i])
+		if ferr != nil {
+			b.err = ferr
 			if g := b.guard; g.failed != nil {
 				g.failed(b.err)
 			}
 			return i, b.err
 		}
+		if ended {
+			// The event is complete: client-go decodes it, then sees the
+			// end of the stream, and watches again from there.
+			b.err = io.EOF
+			return i + 1, nil
+		}
 	}
 	return n, err
 }
 
-func (b *eventLimitBody) Close() error { return b.body.Close() }
+// Close gives what the stream held back to the pool.
+func (b *eventLimitBody) Close() error {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		if p := b.guard.pool; p != nil {
+			p.resize(b.pooled, 0)
+		}
+		b.pooled = 0
+	}
+	b.mu.Unlock()
+	return b.body.Close()
+}
 
-// over takes the next byte of the stream and returns an error once the
-// current event has passed a limit.
-func (b *eventLimitBody) over(c byte) error {
+// resize sets what the pool counts for the stream, and reports whether the
+// pool had room. A closed stream holds nothing, and takes nothing more.
+func (b *eventLimitBody) resize(to int64) bool {
+	p := b.guard.pool
+	if p == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return true
+	}
+	if !p.resize(b.pooled, to) {
+		return false
+	}
+	b.pooled, b.room = to, to
+	return true
+}
+
+// next takes the next byte of the stream. It returns an error once the
+// current event has passed a limit or its namespace's pool, and reports
+// whether an event over limits.retain ended with it.
+func (b *eventLimitBody) next(c byte) (bool, error) {
 	g := b.guard
 	b.n++
-	if b.scan.feed(c) {
-		// An event, or the white space between events, ended.
-		b.n, b.scan.values = 0, 0
-	}
+	ended := b.scan.feed(c)
 	switch {
 	case b.n > g.limits.event:
-		return g.tooLarge("a watch event", g.limits.event, 0)
+		return false, g.tooLarge("a watch event", g.limits.event, 0)
 	case g.limits.eventValues > 0 && b.scan.values > g.limits.eventValues:
-		return g.tooLarge("a watch event", 0, g.limits.eventValues)
+		return false, g.tooLarge("a watch event", 0, g.limits.eventValues)
 	}
-	return nil
+	if ended {
+		// An event, or the white space between events, ended.
+		size := b.n
+		b.n, b.scan.values = 0, 0
+		if g.limits.retain > 0 && size > g.limits.retain {
+			return true, nil
+		}
+		if size > b.largest {
+			b.largest = size
+		}
+		if want := watchStreamBytes + b.largest; want < b.room {
+			b.resize(want)
+		}
+		return false, nil
+	}
+	if g.pool != nil && watchStreamBytes+b.n > b.room && !b.resize(watchStreamBytes+b.n+poolStep) {
+		return false, g.poolFull()
+	}
+	return false, nil
 }
 
 // jsonScan follows JSON text a byte at a time, as far as bounding it needs:

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -410,6 +411,110 @@ func TestRemoteWatchEventOfTinyValuesEndsTheWatch(t *testing.T) {
 	}
 	if !cc.breaker.isOpen() {
 		t.Error("the event over the limit did not open the breaker")
+	}
+}
+
+// client-go's decoders keep buffers of about twice the largest event a
+// watch carried, for as long as it lasts: twenty watches that each carried
+// one 3.9 MiB event held 174 MiB, and a server can send events that cache
+// nothing (a delete of a name it never sent). A watch now ends, cleanly,
+// after an event over 64 KiB, which client-go delivers first; the informer
+// watches again from there.
+func TestRemoteWatchEndsAfterALargeEvent(t *testing.T) {
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, watchEvent("small", "v"))
+		fmt.Fprint(w, strings.Replace(watchEvent("large", strings.Repeat("a", 100<<10)), "ADDED", "DELETED", 1))
+		fmt.Fprint(w, watchEvent("after", "v"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	cc, watchDyn, _ := clientsFor(t, srv, maxEventBytes)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	w, err := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for ev := range w.ResultChan() {
+		o, _ := ev.Object.(metav1.Object)
+		got = append(got, string(ev.Type)+" "+o.GetName())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the stream went on after the large event: %q", got)
+	}
+	if len(got) != 2 || got[0] != "ADDED small" || got[1] != "DELETED large" {
+		t.Fatalf("events %q; want the small one and the large one, then the end of the stream", got)
+	}
+	if cc.breaker.isOpen() {
+		t.Error("a large event under the limits opened the breaker")
+	}
+}
+
+// The watch streams of one namespace's remote clusters share a pool of
+// bytes: a server can trickle an event and hold it unfinished, and a tenant
+// chooses how many kinds its clusters watch. Past the pool a watch ends with
+// an error that says so, and a stream gives back what it held when it ends.
+func TestRemoteWatchesOfANamespaceShareAPool(t *testing.T) {
+	const partial = 100 << 10
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"held","namespace":"ns"},"data":{"k":"`+strings.Repeat("a", partial))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	g := guard(t, Guard{})
+	// Room for two streams and their events, and a third stream's start.
+	g.poolBytes = 2*(partial+watchStreamBytes+poolStep) + watchStreamBytes + poolStep
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	rk := remoteKey{secret: cache.ObjectName{Namespace: "team-a", Name: "remote"}, server: srv.URL}
+	cc, watchDyn, err := r.newRemoteClients(rk, cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := g.watchPool("team-a")
+	configMaps := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns")
+
+	// Two streams, each holding 100 KiB of an unfinished event, fit.
+	var held []watch.Interface
+	for i := range 2 {
+		w, err := configMaps.Watch(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		held = append(held, w)
+		waitFor(t, "the stream's partial event counted", func() bool { return pool.inUse() > int64(i)*partial+partial })
+	}
+	// The third crosses the pool: it ends with an error that says so.
+	got := watchEvents(t, watchDyn)
+	want := "the watches of the remote clusters of namespace team-a would hold more than"
+	if len(got) != 1 || !strings.Contains(got[0], want) {
+		t.Fatalf("events of the third watch %q; want an error saying %q", got, want)
+	}
+	if !cc.breaker.isOpen() {
+		t.Error("the watch past the pool did not open the breaker")
+	}
+	for _, w := range held {
+		w.Stop()
+	}
+	waitFor(t, "the streams gave back what they held", func() bool { return pool.inUse() == 0 })
+	if other := g.watchPool("team-b"); other == pool {
+		t.Error("two namespaces share one pool")
+	}
+}
+
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,10 +25,13 @@ import (
 
 // fakeCluster is a tenant's own "API server": enough of Kubernetes' API for
 // Vidra to apply ConfigMaps to it (discovery, server-side apply), with the
-// list and the watch of ConfigMaps left to the test.
+// list and the watch of ConfigMaps left to the test. With things > 0 it
+// serves that many kinds more, Thing0, Thing1, ... (resources things0, ...
+// of group hostile.example/v1), listed and watched the same way.
 type fakeCluster struct {
-	srv *httptest.Server
-	// list answers a list of ConfigMaps, watch a watch of them.
+	srv    *httptest.Server
+	things int
+	// list answers a list of ConfigMaps (or things), watch a watch of them.
 	list, watch func(w http.ResponseWriter, r *http.Request)
 	lists       atomic.Int64
 	watches     atomic.Int64
@@ -50,9 +55,17 @@ func (c *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/api/v1":
 		fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[`+
 			`{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["create","delete","get","list","patch","update","watch"]}]}`)
+	case path == "/apis" && c.things > 0:
+		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"hostile.example","versions":[{"groupVersion":"hostile.example/v1","version":"v1"}],"preferredVersion":{"groupVersion":"hostile.example/v1","version":"v1"}}]}`)
 	case path == "/apis":
 		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
-	case strings.HasSuffix(path, "/configmaps") && r.Method == http.MethodGet:
+	case path == "/apis/hostile.example/v1" && c.things > 0:
+		resources := make([]string, c.things)
+		for i := range resources {
+			resources[i] = fmt.Sprintf(`{"name":"things%d","singularName":"thing%d","namespaced":true,"kind":"Thing%d","verbs":["create","delete","get","list","patch","update","watch"]}`, i, i, i)
+		}
+		fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"hostile.example/v1","resources":[`+strings.Join(resources, ",")+`]}`)
+	case (strings.HasSuffix(path, "/configmaps") || thingsCollection.MatchString(path)) && r.Method == http.MethodGet:
 		if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
 			c.watches.Add(1)
 			c.watch(w, r)
@@ -60,7 +73,7 @@ func (c *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		c.lists.Add(1)
 		c.list(w, r)
-	case strings.Contains(path, "/configmaps/") && r.Method == http.MethodPatch:
+	case (strings.Contains(path, "/configmaps/") || strings.HasPrefix(path, "/apis/hostile.example/")) && r.Method == http.MethodPatch:
 		// Server-side apply: the object as sent, with what a server adds.
 		var obj map[string]any
 		body, _ := io.ReadAll(r.Body)
@@ -81,6 +94,9 @@ func (c *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
 	}
 }
+
+// thingsCollection matches the path of a list or watch of things.
+var thingsCollection = regexp.MustCompile(`^/apis/hostile\.example/v1/(namespaces/[^/]+/)?things[0-9]+$`)
 
 // hangWatch holds a watch open, sending nothing, until the client leaves.
 func hangWatch(w http.ResponseWriter, r *http.Request) {
@@ -240,4 +256,72 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 		t.Error("the resource became Ready without its cluster being listed again")
 	}
 	t.Logf("Ready %v after the reconcile during the hold", time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestRemoteWatchesCannotHoldTheOperatorsMemory: a tenant's server sends,
+// on the watch of each of the kinds its resource declares, one delete of
+// 2 MiB of an object it never sent (nothing is cached), then holds the
+// watch open. client-go's decoders kept buffers of about twice the largest
+// event for as long as a watch lasted: twenty such kinds held 174 MiB of
+// the operator's heap, for good. Now a watch ends after an event over
+// 64 KiB and is watched again, and what the streams hold is not kept.
+func TestRemoteWatchesCannotHoldTheOperatorsMemory(t *testing.T) {
+	const kinds, eventBytes = 10, 2 << 20
+	var mu sync.Mutex
+	watched := map[string]int{}
+	cluster := newFakeCluster(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		watched[r.URL.Path]++
+		first := watched[r.URL.Path] == 1
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		if first && thingsCollection.MatchString(r.URL.Path) {
+			kind := "Thing" + strings.TrimPrefix(r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:], "things")
+			fmt.Fprintf(w, `{"type":"DELETED","object":{"kind":%q,"apiVersion":"hostile.example/v1","metadata":{"name":"never-sent","namespace":"x","resourceVersion":"2","labels":{"a":"b"}},"spec":{"k":%q}}}`+"\n",
+				kind, strings.Repeat("a", eventBytes))
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	cluster.things = kinds
+	ns := remoteTenant(t, &clientcmdapi.Cluster{Server: cluster.srv.URL, CertificateAuthorityData: pemCertificate(cluster.srv)})
+	var manifest strings.Builder
+	for i := range kinds {
+		fmt.Fprintf(&manifest, "---\napiVersion: hostile.example/v1\nkind: Thing%d\nmetadata:\n  name: t\n", i)
+	}
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	createVR(t, ns, "kinds", manifest.String(), toRemoteSecret(cluster.srv.URL))
+	waitVR(t, ns, "kinds", "became Ready", isReady)
+	// Every kind's watch ended after its large event and was watched again.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		again := 0
+		for path, n := range watched {
+			if thingsCollection.MatchString(path) && n >= 2 {
+				again++
+			}
+		}
+		mu.Unlock()
+		if again == kinds {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d kinds were watched again after their large event; watches: %v", again, kinds, watched)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	if grew > 16<<20 {
+		t.Errorf("with %d watches open after a %d MiB event each, the heap in use grew by %d MiB", kinds, eventBytes>>20, grew>>20)
+	}
+	t.Logf("heap in use %d MiB before, %d MiB with the watches open again (%+d MiB)", before.HeapInuse>>20, after.HeapInuse>>20, grew>>20)
 }
