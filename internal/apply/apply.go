@@ -77,6 +77,10 @@ func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
 		obj = &unstructured.Unstructured{Object: cp}
 	}
 	p.health, p.healthMessage = health.Of(obj)
+	// The created object served this judgement only: a pass that kept it
+	// until its end would hold every answer of its creations at once, and
+	// a tenant's own server answers with as much as Vidra reads.
+	p.created = nil
 }
 
 // Apply brings the objects of pass.VR on pass.Target to its manifest: it
@@ -296,7 +300,13 @@ func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) in
 		if destination.OutOfTime(ctx) != nil {
 			return i
 		}
-		if oe := e.applyObject(ctx, pass, p); oe != nil {
+		octx := ctx
+		if pass.Target.Cluster != destination.LocalCluster {
+			// A remote cluster may be a server of the tenant's own: its
+			// answers about p are bounded by p's size.
+			octx = destination.AnswersAbout(ctx, p.obj)
+		}
+		if oe := e.applyObject(octx, pass, p); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
 		}
 	}

@@ -79,9 +79,10 @@ type clusterClients struct {
 	client dynamic.Interface
 	meta   metadata.Interface
 	mapper *Mapper
-	// breaker and probe are set for remote clusters only.
-	breaker *breaker
-	probe   rest.Interface
+	// breaker, probe and discovery are set for remote clusters only.
+	breaker   *breaker
+	probe     rest.Interface
+	discovery *discoveryAccount
 
 	mu           sync.Mutex
 	impersonated map[string]*impersonated

@@ -124,6 +124,9 @@ type remote struct {
 	// current is the breaker of the clients in use, read without mu by its
 	// callbacks: a breaker of clients replaced since must not act.
 	current atomic.Pointer[breaker]
+	// discovery is the discovery account of the clients in use, read
+	// without mu when e is dropped (see dropClients).
+	discovery atomic.Pointer[discoveryAccount]
 }
 
 // usage is how one VidraResource finds its remote cluster.
@@ -473,6 +476,7 @@ func (r *remotes) dropIfUnusedLocked(rk remoteKey) []string {
 			return nil
 		}
 	}
+	r.entries[rk].dropClients()
 	delete(r.entries, rk)
 	return []string{rk.clusterName()}
 }
@@ -556,6 +560,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		r.enqueueUsersOf(e.key)
 	}
 	rotated := e.cc != nil
+	e.discovery.Swap(cc.discovery).close()
 	e.cc, e.hash, e.exact, e.actual, e.err = cc, hash, exact, server, nil
 	e.current.Store(cc.breaker)
 	// Registering (or replacing) the cluster restarts its informers on the
@@ -565,6 +570,9 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 	r.mu.Unlock()
 	if current {
 		r.setCluster(e, watchDyn)
+	} else {
+		// Dropped meanwhile: its clients serve this call only.
+		e.discovery.Swap(nil).close()
 	}
 	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
 	return cc, exact, nil
@@ -650,6 +658,13 @@ func (r *remotes) wakeAfter(rk remoteKey, until time.Time) {
 	})
 }
 
+// dropClients gives back what e's clients hold of their namespace's pools,
+// as e is forgotten. Called with r.mu held, which ensure takes while it
+// holds e.mu: the clients' account is read without e.mu.
+func (e *remote) dropClients() {
+	e.discovery.Load().close()
+}
+
 // actualServer is the server of the context the clients were built for.
 func (e *remote) actualServer() string {
 	e.mu.Lock()
@@ -674,6 +689,7 @@ func (e *remote) setFailed(r *remotes, err error) {
 	e.current.Store(nil)
 	if e.cc != nil {
 		r.registry.RemoveCluster(e.key.clusterName())
+		e.discovery.Swap(nil).close()
 	}
 	e.cc, e.err, e.hash = nil, err, [sha256.Size]byte{}
 }
@@ -701,8 +717,9 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail, nil), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, r.guard.watchPool(rk.secret.Namespace)), b.wrapUntimed)
+	disc := r.guard.discoveryAccount(rk.secret.Namespace)
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail, nil, disc), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, r.guard.watchPool(rk.secret.Namespace), nil), b.wrapUntimed)
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -721,7 +738,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc.breaker, cc.probe = b, dc.RESTClient()
+	cc.breaker, cc.probe, cc.discovery = b, dc.RESTClient(), disc
 	return cc, listsOnly{Interface: watchDyn, slot: r.guard.listSlot(rk.secret.Namespace)}, nil
 }
 
@@ -806,6 +823,7 @@ func (r *remotes) secretChanged(namespace, name string, labelled, deleted bool) 
 		}
 		for rk := range r.entries {
 			if rk.secret.Namespace == namespace && rk.secret.Name == name {
+				r.entries[rk].dropClients()
 				delete(r.entries, rk)
 				r.registry.RemoveCluster(rk.clusterName())
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 )
 
@@ -97,9 +98,12 @@ type remoteGuard struct {
 	// slots are the list slots of the namespaces (see listSlot), pools
 	// their watch pools (see watchPool).
 	slots map[string]chan struct{}
-	pools map[string]*watchPool
-	// poolBytes bounds each watch pool; tests make it small.
-	poolBytes int64
+	pools map[string]*namespacePool
+	// discovery are the discovery pools of the namespaces.
+	discovery map[string]*namespacePool
+	// poolBytes bounds each watch pool, discoveryValues each discovery
+	// pool; tests make them small.
+	poolBytes, discoveryValues int64
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -132,7 +136,8 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		informers: answerLimits{answer: maxListBytes, values: maxListValues,
 			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes,
 			lists: true, timeout: informerRequestTimeout},
-		poolBytes: maxWatchPoolBytes,
+		poolBytes:       maxWatchPoolBytes,
+		discoveryValues: maxDiscoveryValuesPerNamespace,
 	}, nil
 }
 
@@ -279,6 +284,14 @@ const (
 	// HTTP/2 stream. With maxWatchPoolBytes, at most 1,024 watches of one
 	// namespace's remote clusters are open at once.
 	watchStreamBytes = 16 << 10
+	// maxDiscoveryValuesPerNamespace bounds the JSON values of the
+	// discovery documents the RESTMappers of one namespace's remote
+	// clusters hold together, each cluster counted by the latest answer for
+	// each discovery path. A mapper keeps every resource a cluster serves,
+	// some 2 KiB each once mapped: five clusters of a tenant's server, each
+	// serving 28,000 resources in 140,000 values, held 309 MiB. 150,000
+	// values are two clusters of 2,500 CRDs each.
+	maxDiscoveryValuesPerNamespace = 150_000
 	// informerRequestTimeout bounds the requests of the informers' clients
 	// that are not watches (their lists): those clients have no timeout, as
 	// a watch is one long request, and a list trickling in must not hold
@@ -346,32 +359,95 @@ func byteSize(n int64) string {
 // would otherwise answer the tenant through them. Answers and watch events
 // over limits fail; failed, if not nil, is told of a watch event over its
 // limit, found after the request succeeded (the circuit breaker's fail).
-// Watch streams are counted in pool, when not nil.
-func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *watchPool) func(http.RoundTripper) http.RoundTripper {
+// Watch streams are counted in pool, discovery documents in discovery, when
+// not nil.
+func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *namespacePool, discovery *discoveryAccount) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, next: rt, lists: map[string]listRead{}}
 	}
+}
+
+// discoveryAccount returns a new account, in the discovery pool of
+// namespace, for the discovery documents of one remote cluster.
+func (g *remoteGuard) discoveryAccount(namespace string) *discoveryAccount {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := perNamespace(&g.discovery, namespace, func() *namespacePool { return &namespacePool{namespace: namespace, max: g.discoveryValues} })
+	return &discoveryAccount{pool: p, paths: map[string]int64{}}
+}
+
+// discoveryAccount is one cluster's share of its namespace's discovery
+// pool: the values of the latest answer for each discovery path, which is
+// what its mapper holds. It is closed when the cluster's clients are
+// dropped.
+type discoveryAccount struct {
+	pool *namespacePool
+
+	mu     sync.Mutex
+	paths  map[string]int64
+	closed bool
+}
+
+// charge counts an answer of values for path, in place of the path's
+// previous one, and reports whether the pool had room for it.
+func (a *discoveryAccount) charge(path string, values int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return true
+	}
+	if !a.pool.resize(a.paths[path], values) {
+		return false
+	}
+	a.paths[path] = values
+	return true
+}
+
+// close gives what the account holds back to the pool.
+func (a *discoveryAccount) close() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.closed = true
+	var held int64
+	for _, v := range a.paths {
+		held += v
+	}
+	a.pool.resize(held, 0)
+	a.paths = nil
+}
+
+// discoveryPoolError says that a namespace's remote clusters would hold
+// more discovery than their pool.
+type discoveryPoolError struct {
+	server, namespace string
+	values, max       int64
+}
+
+func (e *discoveryPoolError) Error() string {
+	return fmt.Sprintf("the API server at %s sent discovery documents that would make the remote clusters of namespace %s hold more than %d JSON values of them (this one has %d), the most Vidra holds for one namespace; is destination.server a Kubernetes API server? "+
+		"If it is, the namespace's resources name more clusters, or clusters with more resource types, than Vidra serves one namespace: a cluster with 2,500 CustomResourceDefinitions takes about half of it",
+		e.server, e.namespace, e.max, e.values)
 }
 
 // watchPool returns the watch pool of namespace's remote clusters.
-func (g *remoteGuard) watchPool(namespace string) *watchPool {
+func (g *remoteGuard) watchPool(namespace string) *namespacePool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.pools == nil {
-		g.pools = map[string]*watchPool{}
-	}
-	p, ok := g.pools[namespace]
-	if !ok {
-		p = &watchPool{namespace: namespace, max: g.poolBytes}
-		g.pools[namespace] = p
-	}
-	return p
+	return perNamespace(&g.pools, namespace, func() *namespacePool { return &namespacePool{namespace: namespace, max: g.poolBytes} })
 }
 
-// watchPool counts the bytes the watch streams of one namespace's remote
-// clusters hold (see maxWatchPoolBytes). A namespace's watches share it:
-// a tenant names as many clusters, and kinds, as it likes.
-type watchPool struct {
+// namespacePool counts what the remote clusters of one namespace hold of
+// one thing, against a bound: the bytes of their watch streams (see
+// maxWatchPoolBytes), or the JSON values of their discovery documents (see
+// maxDiscoveryValuesPerNamespace). A tenant names as many clusters, and
+// kinds, as it likes: only a bound per namespace bounds anything.
+type namespacePool struct {
 	namespace string
 	max       int64
 
@@ -379,9 +455,9 @@ type watchPool struct {
 	used int64
 }
 
-// resize changes what one stream holds from from bytes to to, and reports
+// resize changes what one holder counts from from to to, and reports
 // whether the pool has room for it; shrinking always does.
-func (p *watchPool) resize(from, to int64) bool {
+func (p *namespacePool) resize(from, to int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if to > from && p.used+to-from > p.max {
@@ -391,8 +467,8 @@ func (p *watchPool) resize(from, to int64) bool {
 	return true
 }
 
-// inUse returns the bytes the pool counts now.
-func (p *watchPool) inUse() int64 {
+// inUse returns what the pool counts now.
+func (p *namespacePool) inUse() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.used
@@ -417,23 +493,31 @@ func (e *watchPoolError) Error() string {
 func (g *remoteGuard) listSlot(namespace string) chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.slots == nil {
-		g.slots = map[string]chan struct{}{}
+	return perNamespace(&g.slots, namespace, func() chan struct{} { return make(chan struct{}, 1) })
+}
+
+// perNamespace returns (*m)[namespace], made by mk the first time. The
+// guard's lock is held.
+func perNamespace[T any](m *map[string]T, namespace string, mk func() T) T {
+	if *m == nil {
+		*m = map[string]T{}
 	}
-	slot, ok := g.slots[namespace]
+	v, ok := (*m)[namespace]
 	if !ok {
-		slot = make(chan struct{}, 1)
-		g.slots[namespace] = slot
+		v = mk()
+		(*m)[namespace] = v
 	}
-	return slot
+	return v
 }
 
 type answerGuard struct {
 	server string
 	limits answerLimits
 	failed func(error)
-	pool   *watchPool
-	next   http.RoundTripper
+	pool   *namespacePool
+	// discovery counts the discovery documents of the cluster.
+	discovery *discoveryAccount
+	next      http.RoundTripper
 
 	mu sync.Mutex
 	// lists holds what was read of each list, by path and selectors, for
@@ -471,6 +555,12 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 				"server", t.server, "path", req.URL.Path, "code", resp.StatusCode, "limit", tooLarge.limit, "values", tooLarge.values)
 			return nil, rerr
 		}
+		var pool *discoveryPoolError
+		if errors.As(rerr, &pool) {
+			klog.FromContext(req.Context()).V(2).Info("Refused a discovery document over the namespace's pool",
+				"server", t.server, "path", req.URL.Path, "namespace", pool.namespace, "values", pool.values, "max", pool.max)
+			return nil, rerr
+		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
 	case verdict == answerStream:
 		b := &eventLimitBody{body: resp.Body, guard: t}
@@ -496,16 +586,15 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return foreignAnswer(req, resp, t.server), nil
 }
 
-// countValues bounds the JSON values of an answer read whole: of the list
-// its pages make up, for lists.
-func (t *answerGuard) countValues(req *http.Request, body []byte, limit int64) error {
+// countValues bounds the JSON values of an answer read whole (of the list
+// its pages make up, for lists), and returns the answer's own.
+func (t *answerGuard) countValues(req *http.Request, body []byte, bound answerBound) (int64, error) {
 	var scan jsonScan
 	for _, c := range body {
 		scan.feed(c)
 	}
-	what, read := "an answer", listRead{bytes: int64(len(body)), values: scan.values}
-	if t.limits.lists && req.Method == http.MethodGet {
-		what = "a list"
+	read := listRead{bytes: int64(len(body)), values: scan.values}
+	if bound.what == "a list" {
 		q := req.URL.Query()
 		key := req.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
 		t.mu.Lock()
@@ -518,12 +607,64 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, limit int64) e
 		t.mu.Unlock()
 	}
 	switch {
-	case read.values > limit:
-		return t.tooLarge(what, 0, limit)
-	case read.bytes > t.limits.answer:
-		return t.tooLarge(what, t.limits.answer, 0)
+	case read.values > bound.values:
+		return 0, bound.tooLarge(t, 0, bound.values)
+	case read.bytes > bound.bytes:
+		return 0, bound.tooLarge(t, bound.bytes, 0)
 	}
-	return nil
+	return scan.values, nil
+}
+
+// answerBound is what one successful answer may hold: bytes of text and
+// JSON values, and what the answer is, for its error.
+type answerBound struct {
+	what          string
+	bytes, values int64
+	// about is the object the request concerns (see AnswersAbout), sent
+	// its size as the manifest declares it.
+	about *unstructured.Unstructured
+	sent  int64
+}
+
+// The part of the bound of an answer about an object (see AnswersAbout)
+// that does not grow with the object: room for what an API server adds to
+// any object (defaults, managedFields, a status, what admission webhooks
+// inject).
+const (
+	answerAboutBytes  = 1 << 20
+	answerAboutValues = 10_000
+)
+
+// boundOf returns the bound of the answer to req. Discovery documents are
+// the largest answers of a cluster with thousands of CRDs, about 30 values
+// a resource: told by the path asked for, never by the kind the server
+// names. An answer about an object Vidra declares is bounded in proportion
+// to it.
+func (t *answerGuard) boundOf(req *http.Request) answerBound {
+	b := answerBound{what: "an answer", bytes: t.limits.answer, values: t.limits.values}
+	switch {
+	case t.limits.lists && req.Method == http.MethodGet:
+		b.what = "a list"
+	case isDiscoveryPath(req):
+		b.values = max(b.values, maxDiscoveryValues)
+	default:
+		obj, _ := req.Context().Value(answersAboutKey{}).(*unstructured.Unstructured)
+		if obj == nil {
+			break
+		}
+		sent, err := obj.MarshalJSON()
+		if err != nil {
+			break
+		}
+		// An API server's answer about an object holds the object, its
+		// managedFields (about as many values again, in fewer bytes), its
+		// defaults and its status: four times the object and the fixed
+		// room above hold every answer of a real server measured.
+		b.about, b.sent = obj, int64(len(sent))
+		b.bytes = min(b.bytes, (answerAboutBytes+4*b.sent+1<<10-1)&^(1<<10-1))
+		b.values = min(b.values, answerAboutValues+b.sent)
+	}
+	return b
 }
 
 // poolFull is the error of a watch stream its namespace's pool has no room
@@ -532,14 +673,45 @@ func (t *answerGuard) poolFull() error {
 	return &watchPoolError{server: t.server, namespace: t.pool.namespace, max: t.pool.max}
 }
 
-// tooLarge is the error of an answer over limit bytes or values.
+// tooLarge is the error of a watch event over limit bytes or values.
 func (t *answerGuard) tooLarge(what string, limit, values int64) error {
-	e := &answerTooLargeError{server: t.server, what: what, limit: limit, values: values}
-	if what == "a list" {
+	return answerBound{what: what}.tooLarge(t, limit, values)
+}
+
+// tooLarge is the error of an answer over limit bytes or values.
+func (b answerBound) tooLarge(t *answerGuard, limit, values int64) error {
+	e := &answerTooLargeError{server: t.server, what: b.what, limit: limit, values: values}
+	switch {
+	case b.what == "a list":
 		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster: %s or %d JSON values in one list, its pages together",
 			byteSize(t.limits.answer), t.limits.values)
+	case b.about != nil:
+		e.what = fmt.Sprintf("an answer about %s %s", b.about.GetKind(), objectName(b.about))
+		e.hint = fmt.Sprintf("An answer about an object may hold 1 MiB more than four times the object as its manifest declares it (%d bytes), and 10000 JSON values more than its bytes",
+			b.sent)
 	}
 	return e
+}
+
+func objectName(obj *unstructured.Unstructured) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+// answersAboutKey is the context key of AnswersAbout.
+type answersAboutKey struct{}
+
+// AnswersAbout tells the clients of a remote cluster that the requests made
+// with the returned context concern obj, as its manifest declares it: their
+// answers may hold at most four times obj and 1 MiB more, or as many JSON
+// values as obj has bytes and 10,000 more, rather than the 8 MiB and
+// 100,000 values of any answer. A tenant's own server answers with as much
+// as Vidra reads, and each worker may be holding an answer: at 8 MiB,
+// eight of them took some 200 MiB. Clients of the local cluster ignore it.
+func AnswersAbout(ctx context.Context, obj *unstructured.Unstructured) context.Context {
+	return context.WithValue(ctx, answersAboutKey{}, obj)
 }
 
 // WrappedRoundTripper lets client-go reach the transport underneath.
@@ -584,20 +756,17 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	}
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
 	var body []byte
+	bound := t.boundOf(req)
 	if ok2xx {
-		limit := t.limits.answer
-		what := "an answer"
-		if t.limits.lists && req.Method == http.MethodGet {
-			what = "a list"
-		}
+		limit := bound.bytes
 		if resp.ContentLength > limit {
-			return answerForeign, nil, t.tooLarge(what, limit, 0)
+			return answerForeign, nil, bound.tooLarge(t, limit, 0)
 		}
 		if body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return answerForeign, nil, err
 		}
 		if int64(len(body)) > limit {
-			return answerForeign, nil, t.tooLarge(what, limit, 0)
+			return answerForeign, nil, bound.tooLarge(t, limit, 0)
 		}
 	} else {
 		// An error answer is the server's say on one request, not a
@@ -624,15 +793,12 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 		return answerForeign, nil, nil
 	}
 	if ok2xx {
-		// Discovery documents are the largest answers of a cluster with
-		// thousands of CRDs, about 30 values a resource. Told by the path
-		// asked for, never by the kind the server names.
-		values := t.limits.values
-		if !t.limits.lists && isDiscoveryPath(req) {
-			values = max(values, maxDiscoveryValues)
-		}
-		if err := t.countValues(req, body, values); err != nil {
+		values, err := t.countValues(req, body, bound)
+		if err != nil {
 			return answerForeign, nil, err
+		}
+		if t.discovery != nil && isDiscoveryPath(req) && !t.discovery.charge(req.URL.Path, values) {
+			return answerForeign, nil, &discoveryPoolError{server: t.server, namespace: t.discovery.pool.namespace, values: values, max: t.discovery.pool.max}
 		}
 	}
 	return answerKubernetes, body, nil

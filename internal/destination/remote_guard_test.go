@@ -161,7 +161,7 @@ func TestForeignAnswersAreNotQuoted(t *testing.T) {
 	defer srv.Close()
 
 	g := guard(t, Guard{AllowHTTP: true})
-	cfg := &rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL, g.requests, nil, nil)}
+	cfg := &rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL, g.requests, nil, nil, nil)}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestWatchStreamsAreNotBuffered(t *testing.T) {
 	defer close(release)
 
 	g := guard(t, Guard{AllowHTTP: true})
-	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL, g.requests, nil, nil)})
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy, WrapTransport: g.wrapAnswers(srv.URL, g.requests, nil, nil, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -369,7 +370,8 @@ func TestRemoteListPagesAreCountedPerList(t *testing.T) {
 	page := []byte(`{"items":[{},{},{},{}]}`) // 6 values
 	read := func(query string) error {
 		req, _ := http.NewRequest(http.MethodGet, "https://remote.example/api/v1/configmaps?"+query, nil)
-		return g.countValues(req, page, 10)
+		_, err := g.countValues(req, page, g.boundOf(req))
+		return err
 	}
 	steps := []struct {
 		query   string
@@ -649,4 +651,143 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 	if err := cc.probe.Get().AbsPath("/api/v1").Do(t.Context()).Error(); err != nil {
 		t.Errorf("a discovery document of %d values: %v", 2*n, err)
 	}
+}
+
+// An answer about an object Vidra declares (AnswersAbout) is bounded by
+// the object's size: each worker may be holding one, and a tenant's server
+// answers with as much as Vidra reads. Other answers keep the limits of
+// any answer.
+func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
+	var entries, size atomic.Int64
+	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns"},"data":{`)
+		value := strings.Repeat("v", int(size.Load()))
+		for i := range entries.Load() {
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			fmt.Fprintf(w, `"k%d":%q`, i, value)
+		}
+		io.WriteString(w, `}}`)
+	})
+	declared := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "a", "namespace": "ns"},
+		"data":     map[string]any{"k": "v"},
+	}}
+	about := AnswersAbout(t.Context(), declared)
+	get := func(ctx context.Context) error {
+		// Clients of their own: an answer over its bound opens the breaker.
+		cc, _, _ := clientsFor(t, srv, maxAnswerBytes)
+		_, err := cc.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(ctx, "a", metav1.GetOptions{})
+		return err
+	}
+	steps := []struct {
+		name          string
+		entries, size int64
+		about         bool
+		want          string
+	}{
+		{"an answer of a real server's size", 50, 100, true, ""},
+		{"2 MiB about a small object", 2, 1 << 20, true, "sent an answer about ConfigMap ns/a over 1025 KiB"},
+		{"20,000 values about a small object", 20_000, 0, true, "sent an answer about ConfigMap ns/a over 10"},
+		{"2 MiB about no object in particular", 2, 1 << 20, false, ""},
+		{"20,000 values about no object in particular", 20_000, 0, false, ""},
+	}
+	for _, s := range steps {
+		entries.Store(s.entries)
+		size.Store(s.size)
+		ctx := t.Context()
+		if s.about {
+			ctx = about
+		}
+		err := get(ctx)
+		switch {
+		case s.want == "" && err != nil:
+			t.Errorf("%s: %v", s.name, err)
+		case s.want != "" && (err == nil || !strings.Contains(err.Error(), s.want) || !strings.Contains(err.Error(), "as its manifest declares it")):
+			t.Errorf("%s: err = %v; want one saying %q", s.name, err, s.want)
+		}
+	}
+}
+
+// The RESTMappers of a namespace's remote clusters share a bound on the
+// discovery they hold: each maps every resource its cluster serves, and a
+// tenant names as many clusters as it has Secrets. Five clusters of a
+// server serving 28,000 resources held 309 MiB.
+func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
+	const resources = 28_000 // 140,000 values, under the bound of one document
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api":
+			io.WriteString(w, `{"kind":"APIVersions","apiVersion":"v1","versions":["v1"]}`)
+		case "/apis":
+			io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"h.example","versions":[{"groupVersion":"h.example/v1","version":"v1"}],"preferredVersion":{"groupVersion":"h.example/v1","version":"v1"}}]}`)
+		case "/api/v1":
+			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get"]}]}`)
+		case "/apis/h.example/v1":
+			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
+			for i := range resources {
+				if i > 0 {
+					io.WriteString(w, ",")
+				}
+				fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
+			}
+			io.WriteString(w, `]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}`)
+		}
+	})
+	g := guard(t, Guard{})
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
+	cluster := func(secret string) *clusterClients {
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+		cc, _, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "team-a", Name: secret}, server: srv.URL}, cfg, srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cc
+	}
+	kind := schema.GroupVersionKind{Group: "h.example", Version: "v1", Kind: "K5"}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	first := cluster("first")
+	if _, err := first.mapper.Mapping(kind); err != nil {
+		t.Fatalf("the first cluster's discovery, under the bound: %v", err)
+	}
+	var refused []*clusterClients
+	for i := range 4 {
+		cc := cluster(fmt.Sprintf("more-%d", i))
+		_, err := cc.mapper.Mapping(kind)
+		want := "would make the remote clusters of namespace team-a hold more than 150000 JSON values of them"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("cluster %d: err = %v; want one saying %q", i+2, err, want)
+		}
+		refused = append(refused, cc)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 100<<20 {
+		t.Errorf("five clusters' discovery took the heap %d MiB up", grew>>20)
+	}
+	runtime.KeepAlive(refused)
+
+	// The clusters' clients are dropped: another may hold as much.
+	pool := g.discovery["team-a"]
+	first.discovery.close()
+	for _, cc := range refused {
+		cc.discovery.close()
+	}
+	if n := pool.inUse(); n != 0 {
+		t.Fatalf("the pool counts %d values after every cluster was dropped", n)
+	}
+	if _, err := cluster("again").mapper.Mapping(kind); err != nil {
+		t.Errorf("a cluster's discovery after the first was dropped: %v", err)
+	}
+	runtime.KeepAlive(first)
 }

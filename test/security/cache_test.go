@@ -31,10 +31,11 @@ import (
 type fakeCluster struct {
 	srv    *httptest.Server
 	things int
-	// list answers a list of ConfigMaps (or things), watch a watch of them.
-	list, watch func(w http.ResponseWriter, r *http.Request)
-	lists       atomic.Int64
-	watches     atomic.Int64
+	// list answers a list of ConfigMaps (or things), watch a watch of them;
+	// apply, when set, a server-side apply (the object as sent otherwise).
+	list, watch, apply func(w http.ResponseWriter, r *http.Request)
+	lists              atomic.Int64
+	watches            atomic.Int64
 }
 
 func newFakeCluster(t *testing.T, list, watch func(w http.ResponseWriter, r *http.Request)) *fakeCluster {
@@ -74,6 +75,10 @@ func (c *fakeCluster) serve(w http.ResponseWriter, r *http.Request) {
 		c.lists.Add(1)
 		c.list(w, r)
 	case (strings.Contains(path, "/configmaps/") || strings.HasPrefix(path, "/apis/hostile.example/")) && r.Method == http.MethodPatch:
+		if c.apply != nil {
+			c.apply(w, r)
+			return
+		}
 		// Server-side apply: the object as sent, with what a server adds.
 		var obj map[string]any
 		body, _ := io.ReadAll(r.Body)
@@ -324,4 +329,55 @@ func TestRemoteWatchesCannotHoldTheOperatorsMemory(t *testing.T) {
 		t.Errorf("with %d watches open after a %d MiB event each, the heap in use grew by %d MiB", kinds, eventBytes>>20, grew>>20)
 	}
 	t.Logf("heap in use %d MiB before, %d MiB with the watches open again (%+d MiB)", before.HeapInuse>>20, after.HeapInuse>>20, grew>>20)
+}
+
+// TestRemoteAnswersCannotPileUpInTheWorkers: a tenant's server answers the
+// creation of each of its resources' ConfigMaps with an object just under
+// the limits of one answer (7 MiB, 90,000 JSON values), and the tenant has
+// a resource for every worker. Each worker held its answer, decoded, until
+// its reconcile ended: four of them took the heap 95 to 131 MiB up. Now an
+// answer about an object is bounded by the object's size in its manifest.
+func TestRemoteAnswersCannotPileUpInTheWorkers(t *testing.T) {
+	const answersBudget = 32 << 20
+	const entries = 90_000
+	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}, hangWatch)
+	cluster.apply = func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		fmt.Fprintf(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"x","resourceVersion":"1","uid":"00000000-0000-0000-0000-000000000001"},"data":{`, name)
+		value := strings.Repeat("v", 70)
+		for i := range entries {
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			fmt.Fprintf(w, `"k%d":%q`, i, value)
+		}
+		io.WriteString(w, "}}")
+	}
+	ns := remoteTenant(t, &clientcmdapi.Cluster{Server: cluster.srv.URL, CertificateAuthorityData: pemCertificate(cluster.srv)})
+
+	peak := sampleHeap(t)
+	for i := range operatorWorkers {
+		createVR(t, ns, fmt.Sprintf("large-%d", i), cmDoc(fmt.Sprintf("large-%d", i)), toRemoteSecret(cluster.srv.URL))
+	}
+	for i := range operatorWorkers {
+		waitVR(t, ns, fmt.Sprintf("large-%d", i), "reconciled", func(vr *v1alpha1.VidraResource) bool {
+			return vr.Status.ObservedGeneration == vr.Generation
+		})
+	}
+	before, highest, alloc := peak()
+	for i := range operatorWorkers {
+		msg := readyMessageOf(t, ns, fmt.Sprintf("large-%d", i), v1alpha1.ReasonDestinationError)
+		// The server's breaker opened at the first such answer; the others
+		// report that one.
+		if !strings.Contains(msg, "sent an answer about ConfigMap "+ns+"/large-") || !strings.Contains(msg, "four times the object as its manifest declares it") {
+			t.Errorf("Ready message of large-%d does not say the answer was over its bound: %s", i, msg)
+		}
+	}
+	if highest > before+answersBudget {
+		t.Errorf("the heap in use grew from %d MiB to %d MiB while %d workers read answers, more than %d MiB", before>>20, highest>>20, operatorWorkers, answersBudget>>20)
+	}
+	t.Logf("heap in use %d MiB before, at most %d MiB during (+%d MiB); %d MiB allocated in all",
+		before>>20, highest>>20, (highest-before)>>20, alloc>>20)
 }
