@@ -304,7 +304,7 @@ func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) in
 		if pass.Target.Cluster != destination.LocalCluster {
 			// A remote cluster may be a server of the tenant's own: its
 			// answers about p are bounded by p's size.
-			octx = destination.AnswersAbout(ctx, p.obj)
+			octx = destination.AnswersAbout(ctx, p.obj, 0)
 		}
 		if oe := e.applyObject(octx, pass, p); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
@@ -321,7 +321,11 @@ func (e *Engine) waitEstablished(ctx context.Context, pass *Pass, crds []*planne
 		if !p.applied {
 			continue
 		}
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		pctx := ctx
+		if pass.Target.Cluster != destination.LocalCluster {
+			pctx = destination.AnswersAbout(ctx, p.obj, 0)
+		}
+		err := wait.PollUntilContextTimeout(pctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			u, err := pass.Target.Client.Resource(p.gvr).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return false, nil

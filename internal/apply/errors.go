@@ -133,7 +133,11 @@ func isImmutable(err error) bool {
 func classify(p *planned, err error) *ObjectError {
 	oe := &ObjectError{Key: p.key, Index: p.index, Err: err, Reason: v1alpha1.ReasonApplyFailed, Retry: true}
 	msg := err.Error()
-	switch {
+	switch refused := destination.RefusedAnswer(err); {
+	case refused != nil:
+		// It names the server and the object; the request's URL adds
+		// nothing.
+		oe.Err = refused
 	case destination.IsUnreachable(err):
 		oe.Reason = v1alpha1.ReasonDestinationError
 	case meta.IsNoMatchError(err):

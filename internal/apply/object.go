@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -320,6 +321,11 @@ func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *un
 	}
 	force := live != nil
 	opts := metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force}
+	if pass.Target.Cluster != destination.LocalCluster {
+		// What is sent carries spec.ignore's seeds or live values, which
+		// the manifest's object does not.
+		ctx = destination.AnswersAbout(ctx, p.obj, int64(len(body)))
+	}
 	w := e.beginWrite(pass, p)
 	if live == nil {
 		// A creation answers with the whole object, defaults included:

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -40,7 +41,7 @@ func policyOf(obj *unstructured.Unstructured) objectPolicy {
 // deleted. The annotation stays on the applied object, so the policy holds
 // after the manifest no longer says it. Whoever can annotate the object can
 // also delete it or strip Vidra's marks, so honouring it grants nothing.
-func pruneDisabled(live *unstructured.Unstructured) bool {
+func pruneDisabled(live metav1.Object) bool {
 	return live.GetAnnotations()[v1alpha1.PrunePolicyAnnotation] == "disabled"
 }
 

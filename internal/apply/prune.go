@@ -11,10 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -124,7 +123,9 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	if err != nil {
 		return nothingToLetGo, fmt.Errorf("map %s: %w", inventoryKey(m), err)
 	}
-	client := dest.Client.Resource(mapping.Resource).Namespace(m.Namespace)
+	// Metadata is all a prune reads and writes: the object itself, which a
+	// tenant's own server may make as large as Vidra reads, is not needed.
+	client := dest.Meta.Resource(mapping.Resource).Namespace(m.Namespace)
 	ref := watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}
 	live, err := client.Get(ctx, m.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -154,7 +155,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 				refused = append(refused, handoverRefusal{to: c, denied: denied})
 				continue
 			}
-			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), live, c.vr); err != nil {
+			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, c.vr); err != nil {
 				return nothingToLetGo, err
 			}
 			logger.Info("Handed object over to another VidraResource that declares it", "to", c.vr.Namespace+"/"+c.vr.Name)
@@ -175,14 +176,14 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 }
 
 // dispose deletes (del) or releases an object of vr that nobody takes over.
-func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client dynamic.ResourceInterface, ref watchregistry.Ref, key ObjectKey, live *unstructured.Unstructured, del bool) (letGoResult, error) {
+func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadata.ResourceInterface, ref watchregistry.Ref, key ObjectKey, live metav1.Object, del bool) (letGoResult, error) {
 	if !del {
 		logger.V(2).Info("Releasing object")
-		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
+		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live.GetName())
 	}
 	if pruneDisabled(live) && live.GetDeletionTimestamp() == nil {
 		logger.V(2).Info("Releasing object instead of deleting it", "annotation", v1alpha1.PrunePolicyAnnotation)
-		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), live.GetKind(), live.GetName())
+		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live.GetName())
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return deleted, nil
@@ -203,7 +204,7 @@ func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client dynamic
 // owner, never deleted, and keeps its UID. The new owner's next apply,
 // under the same field manager, owns its fields from then on. w is the
 // patch, declared to the registry; the new owner is woken by the caller.
-func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, live *unstructured.Unstructured, to *v1alpha1.VidraResource) error {
+func handOver(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, key ObjectKey, live metav1.Object, to *v1alpha1.VidraResource) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
 		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID), v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(to))},
@@ -216,7 +217,7 @@ func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchreg
 	resp, err := client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.HandoverFieldManager})
 	w.End(resp, err)
 	if err != nil {
-		return fmt.Errorf("hand %s %s over to VidraResource %s/%s: %w", live.GetKind(), live.GetName(), to.Namespace, to.Name, err)
+		return fmt.Errorf("hand %s %s over to VidraResource %s/%s: %w", key.kind, live.GetName(), to.Namespace, to.Name, err)
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func handOver(ctx context.Context, client dynamic.ResourceInterface, w *watchreg
 // field manager is not Vidra's apply manager, so the released object never
 // looks like one Vidra applied and keeps. w is the patch, declared to the
 // registry: the watch sees it as a delete at its version.
-func stripMarks(ctx context.Context, client dynamic.ResourceInterface, w *watchregistry.Write, kind, name string) error {
+func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, kind, name string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
 		"annotations": map[string]any{v1alpha1.OwnedByAnnotation: nil},

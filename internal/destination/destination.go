@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -432,6 +433,12 @@ func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 		m.mu.Unlock()
 	}
 	if meta.IsNoMatchError(err) {
+		// A group whose discovery failed has no kinds to the mapper: its
+		// failure, not "no matches", is what to say.
+		if _, derr := m.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String()); derr != nil &&
+			!errors.Is(derr, memory.ErrCacheNotFound) && !apierrors.IsNotFound(derr) {
+			return nil, fmt.Errorf("discover the kinds of %s: %w", gvk.GroupVersion(), derr)
+		}
 		err = SuggestKind(m.discovery, gvk, err)
 	}
 	return mp, err

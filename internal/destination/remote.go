@@ -717,9 +717,25 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure.
 	watchCfg := rest.CopyConfig(cfg)
-	disc := r.guard.discoveryAccount(rk.secret.Namespace)
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.requests, b.fail, nil, disc), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, r.guard.watchPool(rk.secret.Namespace), nil), b.wrapUntimed)
+	// The discovery client, whose documents the RESTMapper keeps, has
+	// clients of its own, so that its answers are told apart by the client
+	// that asked, not by their path.
+	discCfg := rest.CopyConfig(cfg)
+	// The operator's own namespace holds the administrators' Secrets (the
+	// earlier operator's labelled ones), which no tenant writes: its
+	// clusters are not bounded as a tenant's are.
+	var pool *namespacePool
+	var disc *discoveryAccount
+	requests := r.guard.requests
+	if ns := rk.secret.Namespace; ns != r.namespace {
+		pool, disc = r.guard.watchPool(ns), r.guard.discoveryAccount(ns)
+	} else {
+		requests.aboutObjects = false
+	}
+	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, requests, b.fail, nil, nil), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, pool, nil), b.wrapUntimed)
+	discCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.discovery, b.fail, nil, disc), b.wrap)
+	discCfg.Timeout = remoteTimeout
 	cfg.Timeout = remoteTimeout
 
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -730,7 +746,11 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := discovery.NewDiscoveryClientForConfig(discCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	probe, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -738,7 +758,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc.breaker, cc.probe, cc.discovery = b, dc.RESTClient(), disc
+	cc.breaker, cc.probe, cc.discovery = b, probe.RESTClient(), disc
 	return cc, listsOnly{Interface: watchDyn, slot: r.guard.listSlot(rk.secret.Namespace)}, nil
 }
 

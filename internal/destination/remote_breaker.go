@@ -54,9 +54,14 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
-	if tooLarge := (*answerTooLargeError)(nil); errors.As(e.err, &tooLarge) {
+	var tooLarge *answerTooLargeError
+	var pool *watchPoolError
+	switch {
+	case errors.As(e.err, &tooLarge):
 		// The server answered, too much: it says so itself.
 		return tooLarge.Error()
+	case errors.As(e.err, &pool):
+		return pool.Error()
 	}
 	return fmt.Sprintf("API server %s is unreachable: %v", e.server, certificateProblem(e.err))
 }
@@ -179,9 +184,10 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 			b.onRecover()
 		}
 		return
-	case callerGaveUp(req):
+	case callerGaveUp(req) || refusedAnswer(err):
 		// The caller gave up (an informer stopping, a reconcile cancelled at
-		// shutdown or out of time): that says nothing about the server.
+		// shutdown or out of time), or one answer was refused for what it
+		// would make Vidra hold: that says nothing about the server.
 	default:
 		tripped := b.tripLocked(err, cooldown)
 		b.mu.Unlock()
@@ -243,7 +249,7 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	// A watch's answer returns with its headers; what follows is a stream
 	// whose length says nothing.
 	t.b.after(trial, req, err, t.b.clock.Since(start), t.timed && !isWatch(req))
-	if err != nil && !callerGaveUp(req) {
+	if err != nil && !callerGaveUp(req) && !refusedAnswer(err) {
 		return nil, &unreachableError{server: t.b.server, err: err}
 	}
 	return resp, err

@@ -87,9 +87,10 @@ type remoteGuard struct {
 	slow      time.Duration
 	dialer    *net.Dialer
 	resolver  *net.Resolver
-	// requests and informers bound the answers of the request clients and
-	// of the informers' clients; tests make them small.
-	requests, informers answerLimits
+	// requests, informers and discovery bound the answers of the request
+	// clients, of the informers' clients and of the discovery client;
+	// tests make them small.
+	requests, informers, discovery answerLimits
 	// cacheObjects and cacheBytes bound the caches of one namespace's
 	// remote clusters.
 	cacheObjects, cacheBytes int64
@@ -99,8 +100,8 @@ type remoteGuard struct {
 	// their watch pools (see watchPool).
 	slots map[string]chan struct{}
 	pools map[string]*namespacePool
-	// discovery are the discovery pools of the namespaces.
-	discovery map[string]*namespacePool
+	// discoveryPools are the discovery pools of the namespaces.
+	discoveryPools map[string]*namespacePool
 	// poolBytes bounds each watch pool, discoveryValues each discovery
 	// pool; tests make them small.
 	poolBytes, discoveryValues int64
@@ -132,10 +133,12 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		dialer:   &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		resolver: net.DefaultResolver,
 		requests: answerLimits{answer: maxAnswerBytes, values: maxAnswerValues,
-			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes},
+			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes, aboutObjects: true},
 		informers: answerLimits{answer: maxListBytes, values: maxListValues,
 			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes,
 			lists: true, timeout: informerRequestTimeout},
+		discovery: answerLimits{answer: maxAnswerBytes, values: maxDiscoveryValues,
+			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes, discovery: true},
 		poolBytes:       maxWatchPoolBytes,
 		discoveryValues: maxDiscoveryValuesPerNamespace,
 	}, nil
@@ -307,6 +310,13 @@ type answerLimits struct {
 	// event and eventValues bound one event of a watch stream; a stream
 	// ends after an event over retain (see retainedEventBytes).
 	event, eventValues, retain int64
+	// aboutObjects bounds answers about an object by the object (see
+	// AnswersAbout).
+	aboutObjects bool
+	// discovery says that the answers are discovery documents, whatever
+	// their path (a server's URL may have one, and a redirect leads
+	// anywhere): the RESTMapper keeps them.
+	discovery bool
 	// lists says that the answers are lists, whose pages (requests with a
 	// continue token) are bounded together, as one answer: client-go's
 	// pager holds them all before anything reads them.
@@ -325,6 +335,9 @@ type answerTooLargeError struct {
 	values int64
 	// hint says what else the answer may mean.
 	hint string
+	// about says that the limit was the bound of an answer about an object
+	// (AnswersAbout): a refusal of the request (see refusedAnswer).
+	about bool
 }
 
 func (e *answerTooLargeError) Error() string {
@@ -372,7 +385,7 @@ func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed fun
 func (g *remoteGuard) discoveryAccount(namespace string) *discoveryAccount {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p := perNamespace(&g.discovery, namespace, func() *namespacePool { return &namespacePool{namespace: namespace, max: g.discoveryValues} })
+	p := perNamespace(&g.discoveryPools, namespace, func() *namespacePool { return &namespacePool{namespace: namespace, max: g.discoveryValues} })
 	return &discoveryAccount{pool: p, paths: map[string]int64{}}
 }
 
@@ -620,49 +633,43 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, bound answerBo
 type answerBound struct {
 	what          string
 	bytes, values int64
-	// about is the object the request concerns (see AnswersAbout), sent
-	// its size as the manifest declares it.
-	about *unstructured.Unstructured
-	sent  int64
+	// about is the object the request concerns (see AnswersAbout).
+	about *answersAbout
 }
 
 // The part of the bound of an answer about an object (see AnswersAbout)
 // that does not grow with the object: room for what an API server adds to
 // any object (defaults, managedFields, a status, what admission webhooks
-// inject).
+// inject, fields others set that spec.ignore leaves them).
 const (
 	answerAboutBytes  = 1 << 20
-	answerAboutValues = 10_000
+	answerAboutValues = 20_000
 )
 
 // boundOf returns the bound of the answer to req. Discovery documents are
 // the largest answers of a cluster with thousands of CRDs, about 30 values
-// a resource: told by the path asked for, never by the kind the server
-// names. An answer about an object Vidra declares is bounded in proportion
-// to it.
+// a resource: told by the client that asks, or the path asked for, never
+// by the kind the server names. An answer about an object Vidra declares
+// is bounded in proportion to it.
 func (t *answerGuard) boundOf(req *http.Request) answerBound {
 	b := answerBound{what: "an answer", bytes: t.limits.answer, values: t.limits.values}
 	switch {
 	case t.limits.lists && req.Method == http.MethodGet:
 		b.what = "a list"
-	case isDiscoveryPath(req):
+	case t.limits.discovery || isDiscoveryPath(req):
 		b.values = max(b.values, maxDiscoveryValues)
 	default:
-		obj, _ := req.Context().Value(answersAboutKey{}).(*unstructured.Unstructured)
-		if obj == nil {
-			break
-		}
-		sent, err := obj.MarshalJSON()
-		if err != nil {
+		about, _ := req.Context().Value(answersAboutKey{}).(*answersAbout)
+		if about == nil || !t.limits.aboutObjects {
 			break
 		}
 		// An API server's answer about an object holds the object, its
 		// managedFields (about as many values again, in fewer bytes), its
 		// defaults and its status: four times the object and the fixed
 		// room above hold every answer of a real server measured.
-		b.about, b.sent = obj, int64(len(sent))
-		b.bytes = min(b.bytes, (answerAboutBytes+4*b.sent+1<<10-1)&^(1<<10-1))
-		b.values = min(b.values, answerAboutValues+b.sent)
+		b.about = about
+		b.bytes = min(b.bytes, (answerAboutBytes+4*about.size+1<<10-1)&^(1<<10-1))
+		b.values = min(b.values, answerAboutValues+about.size)
 	}
 	return b
 }
@@ -686,33 +693,67 @@ func (b answerBound) tooLarge(t *answerGuard, limit, values int64) error {
 		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster: %s or %d JSON values in one list, its pages together",
 			byteSize(t.limits.answer), t.limits.values)
 	case b.about != nil:
-		e.what = fmt.Sprintf("an answer about %s %s", b.about.GetKind(), objectName(b.about))
-		e.hint = fmt.Sprintf("An answer about an object may hold 1 MiB more than four times the object as its manifest declares it (%d bytes), and 10000 JSON values more than its bytes",
-			b.sent)
+		e.what, e.about = "an answer about "+b.about.what, true
+		e.hint = fmt.Sprintf("If it is, the object has grown far beyond its manifest (%d bytes there): an answer about an object of a manifest may hold 1 MiB more than four times the object, and %d JSON values more than its bytes",
+			b.about.size, answerAboutValues)
 	}
 	return e
-}
-
-func objectName(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
 }
 
 // answersAboutKey is the context key of AnswersAbout.
 type answersAboutKey struct{}
 
-// AnswersAbout tells the clients of a remote cluster that the requests made
-// with the returned context concern obj, as its manifest declares it: their
-// answers may hold at most four times obj and 1 MiB more, or as many JSON
-// values as obj has bytes and 10,000 more, rather than the 8 MiB and
-// 100,000 values of any answer. A tenant's own server answers with as much
-// as Vidra reads, and each worker may be holding an answer: at 8 MiB,
-// eight of them took some 200 MiB. Clients of the local cluster ignore it.
-func AnswersAbout(ctx context.Context, obj *unstructured.Unstructured) context.Context {
-	return context.WithValue(ctx, answersAboutKey{}, obj)
+// answersAbout is the object requests concern: its kind and name, and its
+// size as Vidra declares it.
+type answersAbout struct {
+	what string
+	size int64
 }
+
+// AnswersAbout tells the clients of a remote cluster that the requests made
+// with the returned context concern obj, as its manifest declares it, and
+// that what Vidra sends of it is at most size bytes (0: obj's JSON). Their
+// answers may hold at most 1 MiB more than four times that, and 20,000
+// JSON values more than its bytes, rather than the 8 MiB and 100,000 values
+// of any answer: a tenant's own server answers with as much as Vidra reads,
+// and each worker may be holding an answer (at 8 MiB, four of them took
+// the heap 95 to 131 MiB up). Clients of the local cluster ignore it.
+func AnswersAbout(ctx context.Context, obj *unstructured.Unstructured, size int64) context.Context {
+	if size <= 0 {
+		sent, err := obj.MarshalJSON()
+		if err != nil {
+			return ctx
+		}
+		size = int64(len(sent))
+	}
+	what := obj.GetKind() + " " + obj.GetName()
+	if ns := obj.GetNamespace(); ns != "" {
+		what = obj.GetKind() + " " + ns + "/" + obj.GetName()
+	}
+	return context.WithValue(ctx, answersAboutKey{}, &answersAbout{what: what, size: size})
+}
+
+// RefusedAnswer returns the error in err's chain that refused one answer of
+// a remote cluster for what it would make Vidra hold (see refusedAnswer),
+// or nil.
+func RefusedAnswer(err error) error {
+	var tooLarge *answerTooLargeError
+	var pool *discoveryPoolError
+	switch {
+	case errors.As(err, &tooLarge) && tooLarge.about:
+		return tooLarge
+	case errors.As(err, &pool):
+		return pool
+	}
+	return nil
+}
+
+// refusedAnswer reports an error that refuses one answer for what it would
+// make Vidra hold, not for what it says of its server: an answer about an
+// object over the object's bound, or discovery over its namespace's pool.
+// It fails the request, not the server: the server's breaker stays closed,
+// and the other requests to it go on.
+func refusedAnswer(err error) bool { return RefusedAnswer(err) != nil }
 
 // WrappedRoundTripper lets client-go reach the transport underneath.
 func (t *answerGuard) WrappedRoundTripper() http.RoundTripper { return t.next }
@@ -797,7 +838,7 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 		if err != nil {
 			return answerForeign, nil, err
 		}
-		if t.discovery != nil && isDiscoveryPath(req) && !t.discovery.charge(req.URL.Path, values) {
+		if t.discovery != nil && t.limits.discovery && !t.discovery.charge(req.URL.Path, values) {
 			return answerForeign, nil, &discoveryPoolError{server: t.server, namespace: t.discovery.pool.namespace, values: values, max: t.discovery.pool.max}
 		}
 	}

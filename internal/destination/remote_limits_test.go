@@ -43,10 +43,11 @@ func clientsFor(t *testing.T, srv *httptest.Server, limit int64) (*clusterClient
 	t.Helper()
 	g := guard(t, Guard{})
 	g.requests.answer, g.requests.event = limit, limit
+	g.discovery.answer, g.discovery.event = limit, limit
 	g.informers.answer, g.informers.event = 4*limit, limit
 	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-	cc, watchDyn, err := r.newRemoteClients(remoteKey{server: srv.URL}, cfg, srv.URL)
+	cc, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "tenant", Name: "remote"}, server: srv.URL}, cfg, srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,10 +677,9 @@ func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
 		"metadata": map[string]any{"name": "a", "namespace": "ns"},
 		"data":     map[string]any{"k": "v"},
 	}}
-	about := AnswersAbout(t.Context(), declared)
+	about := AnswersAbout(t.Context(), declared, 0)
+	cc, _, _ := clientsFor(t, srv, maxAnswerBytes)
 	get := func(ctx context.Context) error {
-		// Clients of their own: an answer over its bound opens the breaker.
-		cc, _, _ := clientsFor(t, srv, maxAnswerBytes)
 		_, err := cc.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(ctx, "a", metav1.GetOptions{})
 		return err
 	}
@@ -691,9 +691,9 @@ func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
 	}{
 		{"an answer of a real server's size", 50, 100, true, ""},
 		{"2 MiB about a small object", 2, 1 << 20, true, "sent an answer about ConfigMap ns/a over 1025 KiB"},
-		{"20,000 values about a small object", 20_000, 0, true, "sent an answer about ConfigMap ns/a over 10"},
+		{"40,000 values about a small object", 40_000, 0, true, "sent an answer about ConfigMap ns/a over 20"},
 		{"2 MiB about no object in particular", 2, 1 << 20, false, ""},
-		{"20,000 values about no object in particular", 20_000, 0, false, ""},
+		{"40,000 values about no object in particular", 40_000, 0, false, ""},
 	}
 	for _, s := range steps {
 		entries.Store(s.entries)
@@ -703,12 +703,30 @@ func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
 			ctx = about
 		}
 		err := get(ctx)
+		if cc.breaker.isOpen() {
+			// A refused answer fails its request, not the server.
+			t.Errorf("%s: the breaker opened", s.name)
+		}
 		switch {
 		case s.want == "" && err != nil:
 			t.Errorf("%s: %v", s.name, err)
-		case s.want != "" && (err == nil || !strings.Contains(err.Error(), s.want) || !strings.Contains(err.Error(), "as its manifest declares it")):
+		case s.want != "" && (err == nil || !strings.Contains(err.Error(), s.want) || !strings.Contains(err.Error(), "far beyond its manifest")):
 			t.Errorf("%s: err = %v; want one saying %q", s.name, err, s.want)
 		}
+	}
+
+	// The clusters of the operator's own namespace, whose Secrets only
+	// administrators write, are not bounded so.
+	entries.Store(2)
+	size.Store(1 << 20)
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: guard(t, Guard{}), clock: clock.RealClock{}, namespace: "vidra-system"}
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	own, _, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "vidra-system", Name: "cluster-a"}, server: srv.URL}, cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := own.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(about, "a", metav1.GetOptions{}); err != nil {
+		t.Errorf("2 MiB about a small object, on a cluster of the operator's namespace: %v", err)
 	}
 }
 
@@ -778,7 +796,7 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 	runtime.KeepAlive(refused)
 
 	// The clusters' clients are dropped: another may hold as much.
-	pool := g.discovery["team-a"]
+	pool := g.discoveryPools["team-a"]
 	first.discovery.close()
 	for _, cc := range refused {
 		cc.discovery.close()
