@@ -327,6 +327,9 @@ func (e *Engine) waitEstablished(ctx context.Context, pass *Pass, crds []*planne
 		}
 		err := wait.PollUntilContextTimeout(pctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			u, err := pass.Target.Client.Resource(p.gvr).Get(ctx, p.obj.GetName(), metav1.GetOptions{})
+			if refused := destination.RefusedAnswer(err); refused != nil {
+				return false, refused
+			}
 			if err != nil {
 				return false, nil
 			}
@@ -339,6 +342,9 @@ func (e *Engine) waitEstablished(ctx context.Context, pass *Pass, crds []*planne
 			}
 			return false, nil
 		})
+		if refused := destination.RefusedAnswer(err); refused != nil {
+			return classify(p, refused)
+		}
 		if err != nil {
 			return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonWaitingForCRD, Retry: true,
 				Err: errors.New("CustomResourceDefinition is not Established yet")}

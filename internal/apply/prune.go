@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -122,6 +123,14 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	}
 	if err != nil {
 		return nothingToLetGo, fmt.Errorf("map %s: %w", inventoryKey(m), err)
+	}
+	// The inventory names path segments: one such as ".." would address
+	// another object (the metadata client, unlike the dynamic one, does
+	// not check them).
+	for _, seg := range []string{m.Name, m.Namespace} {
+		if msgs := rest.IsValidPathSegmentName(seg); len(msgs) > 0 {
+			return nothingToLetGo, fmt.Errorf("inventory entry %s: %q %s", inventoryKey(m), seg, strings.Join(msgs, ", "))
+		}
 	}
 	// Metadata is all a prune reads and writes: the object itself, which a
 	// tenant's own server may make as large as Vidra reads, is not needed.

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -433,11 +432,13 @@ func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 		m.mu.Unlock()
 	}
 	if meta.IsNoMatchError(err) {
-		// A group whose discovery failed has no kinds to the mapper: its
-		// failure, not "no matches", is what to say.
-		if _, derr := m.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String()); derr != nil &&
-			!errors.Is(derr, memory.ErrCacheNotFound) && !apierrors.IsNotFound(derr) {
-			return nil, fmt.Errorf("discover the kinds of %s: %w", gvk.GroupVersion(), derr)
+		// A group whose discovery document Vidra refused (over its
+		// namespace's pool) has no kinds to the mapper: the refusal, not
+		// "no matches", is what to say. Other failures of a group's
+		// discovery (an aggregated API down, a CRD not yet served) stay
+		// "no matches", as before.
+		if _, derr := m.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String()); RefusedAnswer(derr) != nil {
+			return nil, fmt.Errorf("discover the kinds of %s: %w", gvk.GroupVersion(), RefusedAnswer(derr))
 		}
 		err = SuggestKind(m.discovery, gvk, err)
 	}

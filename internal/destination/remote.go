@@ -715,7 +715,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
 	// The breaker sits outermost: a replaced answer is still an answer, and
 	// the time to read it whole is part of the answer's time; one over its
-	// limit is a failure.
+	// limit is a failure (one refused for what it would make Vidra hold
+	// fails its request only).
 	watchCfg := rest.CopyConfig(cfg)
 	// The discovery client, whose documents the RESTMapper keeps, has
 	// clients of its own, so that its answers are told apart by the client
@@ -759,7 +760,11 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		return nil, nil, err
 	}
 	cc.breaker, cc.probe, cc.discovery = b, probe.RESTClient(), disc
-	return cc, listsOnly{Interface: watchDyn, slot: r.guard.listSlot(rk.secret.Namespace)}, nil
+	var slot chan struct{}
+	if requests.aboutObjects {
+		slot = r.guard.listSlot(rk.secret.Namespace)
+	}
+	return cc, listsOnly{Interface: watchDyn, slot: slot}, nil
 }
 
 // listsOnly is the dynamic client of a remote cluster's informers. They
@@ -797,8 +802,12 @@ type slotResource struct {
 	slot chan struct{}
 }
 
-// List holds the namespace's slot while the list is read and decoded.
+// List holds the namespace's slot while the list is read and decoded; the
+// clusters of the operator's own namespace have none.
 func (r slotResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if r.slot == nil {
+		return r.ResourceInterface.List(ctx, opts)
+	}
 	select {
 	case r.slot <- struct{}{}:
 	case <-ctx.Done():

@@ -172,7 +172,10 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 		b.trial = false
 	}
 	cooldown := breakerCooldown
-	if err == nil && timed && took >= b.slow {
+	if (err == nil || refusedAnswer(err)) && timed && took >= b.slow {
+		// A refused answer fails its request only, unless it came slowly:
+		// a server that trickles answers just over their bound would
+		// otherwise hold a worker per request, without end.
 		err, cooldown = &slowAnswerError{method: req.Method, path: req.URL.Path, took: took, limit: b.slow}, slowCooldown
 	}
 	switch {

@@ -159,3 +159,24 @@ func TestUnreachableCertificateErrorsHideTheCertificatesNames(t *testing.T) {
 		})
 	}
 }
+
+// An answer refused for what it would make Vidra hold fails its request,
+// not the server; unless it came slowly, which a server trickling answers
+// just over their bound would otherwise use to hold a worker per request.
+func TestBreakerCountsARefusedAnswerOnlyWhenSlow(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	refused := &answerTooLargeError{server: "https://remote.example", what: "an answer about ConfigMap ns/a", limit: 1 << 20, about: true}
+	req, _ := http.NewRequest(http.MethodGet, "https://remote.example/api/v1/namespaces/ns/configmaps/a", nil)
+
+	b := newBreaker("https://remote.example", clk, 5*time.Second)
+	b.after(false, req, refused, time.Second, true)
+	if b.isOpen() {
+		t.Error("a refused answer, quick, opened the breaker")
+	}
+	b.after(false, req, refused, 6*time.Second, true)
+	if !b.isOpen() {
+		t.Error("a refused answer that took 6s did not open the breaker")
+	} else if err := b.check(); err == nil || !strings.Contains(err.Error(), "after 6s") {
+		t.Errorf("the breaker's error: %v; want the slow answer", err)
+	}
+}

@@ -233,7 +233,10 @@ func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 // server, which may be their own: without them, one 200 MiB answer read whole
 // took the heap to 2.5 GiB, ten times the operator's memory limit. An answer
 // over its limit fails the request and opens the server's circuit breaker:
-// a server that sends them is not one to keep reading from.
+// a server that sends them is not one to keep reading from. An answer over
+// a bound that depends on what Vidra asked for or already holds (an answer
+// about an object, discovery over its namespace's pool) fails its request
+// only (see refusedAnswer).
 const (
 	// maxAnswerBytes bounds an answer of the request clients: one object
 	// (etcd refuses objects over 1.5 MiB by default, about 3 MiB as JSON at
@@ -399,6 +402,32 @@ type discoveryAccount struct {
 	mu     sync.Mutex
 	paths  map[string]int64
 	closed bool
+	// refused is the last refusal, until heldUntil: the cluster's discovery
+	// is not asked again before, since the RESTMapper would ask for it on
+	// every mapping and get it refused again.
+	refused   error
+	heldUntil time.Time
+}
+
+// discoveryRefusalHold is how long a cluster whose discovery document was
+// refused is not asked for discovery again.
+const discoveryRefusalHold = 30 * time.Second
+
+// refuse records a refusal of the cluster's discovery.
+func (a *discoveryAccount) refuse(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refused, a.heldUntil = err, time.Now().Add(discoveryRefusalHold)
+}
+
+// held returns the last refusal while its hold lasts, nil otherwise.
+func (a *discoveryAccount) held() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refused == nil || !time.Now().Before(a.heldUntil) {
+		return nil
+	}
+	return a.refused
 }
 
 // charge counts an answer of values for path, in place of the path's
@@ -554,6 +583,11 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer cancel()
 		req = req.WithContext(ctx)
 	}
+	if t.discovery != nil && t.limits.discovery {
+		if err := t.discovery.held(); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.next.RoundTrip(jsonOnly(req))
 	if err != nil || resp == nil {
 		return resp, err
@@ -667,9 +701,10 @@ func (t *answerGuard) boundOf(req *http.Request) answerBound {
 		// managedFields (about as many values again, in fewer bytes), its
 		// defaults and its status: four times the object and the fixed
 		// room above hold every answer of a real server measured.
+		size := about.sizeOf()
 		b.about = about
-		b.bytes = min(b.bytes, (answerAboutBytes+4*about.size+1<<10-1)&^(1<<10-1))
-		b.values = min(b.values, answerAboutValues+about.size)
+		b.bytes = min(b.bytes, (answerAboutBytes+4*size+1<<10-1)&^(1<<10-1))
+		b.values = min(b.values, answerAboutValues+size)
 	}
 	return b
 }
@@ -693,9 +728,9 @@ func (b answerBound) tooLarge(t *answerGuard, limit, values int64) error {
 		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster: %s or %d JSON values in one list, its pages together",
 			byteSize(t.limits.answer), t.limits.values)
 	case b.about != nil:
-		e.what, e.about = "an answer about "+b.about.what, true
-		e.hint = fmt.Sprintf("If it is, the object has grown far beyond its manifest (%d bytes there): an answer about an object of a manifest may hold 1 MiB more than four times the object, and %d JSON values more than its bytes",
-			b.about.size, answerAboutValues)
+		e.what, e.about = "an answer about "+b.about.what(), true
+		e.hint = fmt.Sprintf("If it is, the object has grown far beyond its manifest (%d bytes as Vidra sends it): an answer about an object of a manifest may hold 1 MiB more than four times the object, and %d JSON values more than its bytes",
+			b.about.sizeOf(), answerAboutValues)
 	}
 	return e
 }
@@ -703,11 +738,33 @@ func (b answerBound) tooLarge(t *answerGuard, limit, values int64) error {
 // answersAboutKey is the context key of AnswersAbout.
 type answersAboutKey struct{}
 
-// answersAbout is the object requests concern: its kind and name, and its
-// size as Vidra declares it.
+// answersAbout is the object requests concern, and its size as Vidra
+// sends it, measured when an answer first needs it: most reconciles send
+// nothing.
 type answersAbout struct {
-	what string
+	obj  *unstructured.Unstructured
+	once sync.Once
 	size int64
+}
+
+func (a *answersAbout) sizeOf() int64 {
+	a.once.Do(func() {
+		if a.size > 0 {
+			return
+		}
+		if sent, err := a.obj.MarshalJSON(); err == nil {
+			a.size = int64(len(sent))
+		}
+	})
+	return a.size
+}
+
+// what names the object as messages do.
+func (a *answersAbout) what() string {
+	if ns := a.obj.GetNamespace(); ns != "" {
+		return a.obj.GetKind() + " " + ns + "/" + a.obj.GetName()
+	}
+	return a.obj.GetKind() + " " + a.obj.GetName()
 }
 
 // AnswersAbout tells the clients of a remote cluster that the requests made
@@ -719,18 +776,7 @@ type answersAbout struct {
 // and each worker may be holding an answer (at 8 MiB, four of them took
 // the heap 95 to 131 MiB up). Clients of the local cluster ignore it.
 func AnswersAbout(ctx context.Context, obj *unstructured.Unstructured, size int64) context.Context {
-	if size <= 0 {
-		sent, err := obj.MarshalJSON()
-		if err != nil {
-			return ctx
-		}
-		size = int64(len(sent))
-	}
-	what := obj.GetKind() + " " + obj.GetName()
-	if ns := obj.GetNamespace(); ns != "" {
-		what = obj.GetKind() + " " + ns + "/" + obj.GetName()
-	}
-	return context.WithValue(ctx, answersAboutKey{}, &answersAbout{what: what, size: size})
+	return context.WithValue(ctx, answersAboutKey{}, &answersAbout{obj: obj, size: size})
 }
 
 // RefusedAnswer returns the error in err's chain that refused one answer of
@@ -839,7 +885,9 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 			return answerForeign, nil, err
 		}
 		if t.discovery != nil && t.limits.discovery && !t.discovery.charge(req.URL.Path, values) {
-			return answerForeign, nil, &discoveryPoolError{server: t.server, namespace: t.discovery.pool.namespace, values: values, max: t.discovery.pool.max}
+			err := &discoveryPoolError{server: t.server, namespace: t.discovery.pool.namespace, values: values, max: t.discovery.pool.max}
+			t.discovery.refuse(err)
+			return answerForeign, nil, err
 		}
 	}
 	return answerKubernetes, body, nil

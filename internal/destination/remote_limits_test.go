@@ -19,11 +19,13 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/client-go/transport"
 	"k8s.io/utils/clock"
 )
 
@@ -808,4 +810,48 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 		t.Errorf("a cluster's discovery after the first was dropped: %v", err)
 	}
 	runtime.KeepAlive(first)
+}
+
+// A cluster whose discovery document was refused is not asked for
+// discovery again for a while: with aggregated discovery the RESTMapper
+// would ask for it on every mapping, and have it refused every time. The
+// refusal fails the request, not the server.
+func TestRemoteRefusedDiscoveryIsNotAskedAgainAtOnce(t *testing.T) {
+	var served atomic.Int64
+	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
+		for i := range 1000 {
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
+		}
+		io.WriteString(w, `]}`)
+	})
+	g := guard(t, Guard{})
+	g.discoveryValues = 1000
+	acct := g.discoveryAccount("team-a")
+	b := newBreaker(srv.URL, clock.RealClock{}, time.Minute)
+	cfg := &rest.Config{Host: srv.URL, Dial: g.dial, Proxy: noProxy,
+		TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+		WrapTransport:   transport.Wrappers(g.wrapAnswers(srv.URL, g.discovery, b.fail, nil, acct), b.wrap)}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "would make the remote clusters of namespace team-a hold more than 1000 JSON values"
+	for i := range 3 {
+		_, err := dc.ServerResourcesForGroupVersion("h.example/v1")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ask %d: err = %v; want one saying %q", i+1, err, want)
+		}
+	}
+	if n := served.Load(); n != 1 {
+		t.Errorf("the server was asked %d times; want once, then the refusal again", n)
+	}
+	if b.isOpen() {
+		t.Error("a refused discovery document opened the breaker")
+	}
 }

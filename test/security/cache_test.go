@@ -321,12 +321,21 @@ func TestRemoteWatchesCannotHoldTheOperatorsMemory(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// What the first streams decoded may still be on its way through the
+	// informers and the test server's handlers: the heap must come back
+	// down while the watches stay open, where the buffers of a watch kept
+	// it up for as long as the watch lasted.
 	var after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
-	if grew > 16<<20 {
-		t.Errorf("with %d watches open after a %d MiB event each, the heap in use grew by %d MiB", kinds, eventBytes>>20, grew>>20)
+	var grew int64
+	for settle := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if grew = int64(after.HeapInuse) - int64(before.HeapInuse); grew <= 8<<20 || time.Now().After(settle) {
+			break
+		}
+	}
+	if grew > 8<<20 {
+		t.Errorf("with %d watches open after a %d MiB event each, the heap in use stayed %d MiB up", kinds, eventBytes>>20, grew>>20)
 	}
 	t.Logf("heap in use %d MiB before, %d MiB with the watches open again (%+d MiB)", before.HeapInuse>>20, after.HeapInuse>>20, grew>>20)
 }
