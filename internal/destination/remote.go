@@ -739,7 +739,20 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	discCfg.Timeout = remoteTimeout
 	cfg.Timeout = remoteTimeout
 
-	dyn, err := dynamic.NewForConfig(cfg)
+	// The request clients share one HTTP client, and its connections.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	probe, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -751,11 +764,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	probe, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, nil, newMapper(dc, r.clock))
+	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, md, newMapper(dc, r.clock))
 	if err != nil {
 		return nil, nil, err
 	}
