@@ -437,8 +437,9 @@ func (m *Mapper) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 		// "no matches", is what to say. Other failures of a group's
 		// discovery (an aggregated API down, a CRD not yet served) stay
 		// "no matches", as before.
-		if _, derr := m.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String()); RefusedAnswer(derr) != nil {
-			return nil, fmt.Errorf("discover the kinds of %s: %w", gvk.GroupVersion(), RefusedAnswer(derr))
+		_, derr := m.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		if refused := RefusedAnswer(derr); refused != nil {
+			return nil, fmt.Errorf("discover the kinds of %s: %w", gvk.GroupVersion(), refused)
 		}
 		err = SuggestKind(m.discovery, gvk, err)
 	}

@@ -572,7 +572,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		r.setCluster(e, watchDyn)
 	} else {
 		// Dropped meanwhile: its clients serve this call only.
-		e.discovery.Swap(nil).close()
+		e.dropClients()
 	}
 	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
 	return cc, exact, nil
@@ -659,10 +659,11 @@ func (r *remotes) wakeAfter(rk remoteKey, until time.Time) {
 }
 
 // dropClients gives back what e's clients hold of their namespace's pools,
-// as e is forgotten. Called with r.mu held, which ensure takes while it
-// holds e.mu: the clients' account is read without e.mu.
+// as they are replaced or e is forgotten. Called with r.mu held, which
+// ensure takes while it holds e.mu: the clients' account is taken without
+// e.mu.
 func (e *remote) dropClients() {
-	e.discovery.Load().close()
+	e.discovery.Swap(nil).close()
 }
 
 // actualServer is the server of the context the clients were built for.
@@ -689,7 +690,7 @@ func (e *remote) setFailed(r *remotes, err error) {
 	e.current.Store(nil)
 	if e.cc != nil {
 		r.registry.RemoveCluster(e.key.clusterName())
-		e.discovery.Swap(nil).close()
+		e.dropClients()
 	}
 	e.cc, e.err, e.hash = nil, err, [sha256.Size]byte{}
 }
@@ -727,9 +728,10 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// clusters are not bounded as a tenant's are.
 	var pool *namespacePool
 	var disc *discoveryAccount
+	var slot chan struct{}
 	requests := r.guard.requests
 	if ns := rk.secret.Namespace; ns != r.namespace {
-		pool, disc = r.guard.watchPool(ns), r.guard.discoveryAccount(ns)
+		pool, disc, slot = r.guard.watchPool(ns), r.guard.discoveryAccount(ns), r.guard.listSlot(ns)
 	} else {
 		requests.aboutObjects = false
 	}
@@ -769,10 +771,6 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		return nil, nil, err
 	}
 	cc.breaker, cc.probe, cc.discovery = b, probe.RESTClient(), disc
-	var slot chan struct{}
-	if requests.aboutObjects {
-		slot = r.guard.listSlot(rk.secret.Namespace)
-	}
 	return cc, listsOnly{Interface: watchDyn, slot: slot}, nil
 }
 

@@ -641,7 +641,7 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, bound answerBo
 		scan.feed(c)
 	}
 	read := listRead{bytes: int64(len(body)), values: scan.values}
-	if bound.what == "a list" {
+	if bound.list {
 		q := req.URL.Query()
 		key := req.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
 		t.mu.Lock()
@@ -667,6 +667,8 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, bound answerBo
 type answerBound struct {
 	what          string
 	bytes, values int64
+	// list says that the answer is a page of a list (see answerLimits.lists).
+	list bool
 	// about is the object the request concerns (see AnswersAbout).
 	about *answersAbout
 }
@@ -689,7 +691,7 @@ func (t *answerGuard) boundOf(req *http.Request) answerBound {
 	b := answerBound{what: "an answer", bytes: t.limits.answer, values: t.limits.values}
 	switch {
 	case t.limits.lists && req.Method == http.MethodGet:
-		b.what = "a list"
+		b.what, b.list = "a list", true
 	case t.limits.discovery || isDiscoveryPath(req):
 		b.values = max(b.values, maxDiscoveryValues)
 	default:
@@ -724,7 +726,7 @@ func (t *answerGuard) tooLarge(what string, limit, values int64) error {
 func (b answerBound) tooLarge(t *answerGuard, limit, values int64) error {
 	e := &answerTooLargeError{server: t.server, what: b.what, limit: limit, values: values}
 	switch {
-	case b.what == "a list":
+	case b.list:
 		e.hint = fmt.Sprintf("If it is, it holds more objects of one kind with Vidra's labels than Vidra caches from a remote cluster: %s or %d JSON values in one list, its pages together",
 			byteSize(t.limits.answer), t.limits.values)
 	case b.about != nil:

@@ -47,12 +47,7 @@ func clientsFor(t *testing.T, srv *httptest.Server, limit int64) (*clusterClient
 	g.requests.answer, g.requests.event = limit, limit
 	g.discovery.answer, g.discovery.event = limit, limit
 	g.informers.answer, g.informers.event = 4*limit, limit
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-	cc, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "tenant", Name: "remote"}, server: srv.URL}, cfg, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, watchDyn := remoteClientsIn(t, srv, g, "tenant")
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -61,6 +56,37 @@ func clientsFor(t *testing.T, srv *httptest.Server, limit int64) (*clusterClient
 		runtime.ReadMemStats(&after)
 		return after.TotalAlloc - before.TotalAlloc
 	}
+}
+
+// testOperatorNamespace is the operator's namespace of remoteClientsIn.
+const testOperatorNamespace = "vidra-system"
+
+// remoteClientsIn builds Vidra's own clients of a remote cluster for srv,
+// under guard g, as for a kubeconfig Secret of namespace ns: the clients of
+// a tenant's namespace are bounded by its pools, those of
+// testOperatorNamespace are not. Each call is a cluster of its own.
+func remoteClientsIn(t *testing.T, srv *httptest.Server, g *remoteGuard, ns string) (*clusterClients, dynamic.Interface) {
+	t.Helper()
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}, namespace: testOperatorNamespace}
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+	cc, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: ns, Name: "kubeconfig"}, server: srv.URL}, cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc, watchDyn
+}
+
+// resourceList writes the discovery document of group h.example/v1 with n
+// resources, five JSON values each.
+func resourceList(w io.Writer, n int) {
+	io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
+	for i := range n {
+		if i > 0 {
+			io.WriteString(w, ",")
+		}
+		fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
+	}
+	io.WriteString(w, `]}`)
 }
 
 // streamJSON writes a JSON answer of about size bytes: prefix, a string of
@@ -473,13 +499,7 @@ func TestRemoteWatchesOfANamespaceShareAPool(t *testing.T) {
 	g := guard(t, Guard{})
 	// Room for two streams and their events, and a third stream's start.
 	g.poolBytes = 2*(partial+watchStreamBytes+poolStep) + watchStreamBytes + poolStep
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-	rk := remoteKey{secret: cache.ObjectName{Namespace: "team-a", Name: "remote"}, server: srv.URL}
-	cc, watchDyn, err := r.newRemoteClients(rk, cfg, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, watchDyn := remoteClientsIn(t, srv, g, "team-a")
 	pool := g.watchPool("team-a")
 	configMaps := watchDyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns")
 
@@ -579,13 +599,8 @@ func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
 	})
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
 	client := func(namespace string) dynamic.Interface {
-		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-		_, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: namespace, Name: "kubeconfig"}, server: srv.URL}, cfg, srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, watchDyn := remoteClientsIn(t, srv, g, namespace)
 		return watchDyn
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -721,12 +736,7 @@ func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
 	// administrators write, are not bounded so.
 	entries.Store(2)
 	size.Store(1 << 20)
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: guard(t, Guard{}), clock: clock.RealClock{}, namespace: "vidra-system"}
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-	own, _, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "vidra-system", Name: "cluster-a"}, server: srv.URL}, cfg, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own, _ := remoteClientsIn(t, srv, guard(t, Guard{}), testOperatorNamespace)
 	if _, err := own.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(about, "a", metav1.GetOptions{}); err != nil {
 		t.Errorf("2 MiB about a small object, on a cluster of the operator's namespace: %v", err)
 	}
@@ -748,27 +758,16 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 		case "/api/v1":
 			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get"]}]}`)
 		case "/apis/h.example/v1":
-			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
-			for i := range resources {
-				if i > 0 {
-					io.WriteString(w, ",")
-				}
-				fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
-			}
-			io.WriteString(w, `]}`)
+			resourceList(w, resources)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}`)
 		}
 	})
 	g := guard(t, Guard{})
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}}
-	cluster := func(secret string) *clusterClients {
-		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
-		cc, _, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: "team-a", Name: secret}, server: srv.URL}, cfg, srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
+	// Each a cluster of its own, as the Secrets of a tenant would be.
+	cluster := func() *clusterClients {
+		cc, _ := remoteClientsIn(t, srv, g, "team-a")
 		return cc
 	}
 	kind := schema.GroupVersionKind{Group: "h.example", Version: "v1", Kind: "K5"}
@@ -776,13 +775,13 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	first := cluster("first")
+	first := cluster()
 	if _, err := first.mapper.Mapping(kind); err != nil {
 		t.Fatalf("the first cluster's discovery, under the bound: %v", err)
 	}
 	var refused []*clusterClients
 	for i := range 4 {
-		cc := cluster(fmt.Sprintf("more-%d", i))
+		cc := cluster()
 		_, err := cc.mapper.Mapping(kind)
 		want := "would make the remote clusters of namespace team-a hold more than 150000 JSON values of them"
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -806,7 +805,7 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 	if n := pool.inUse(); n != 0 {
 		t.Fatalf("the pool counts %d values after every cluster was dropped", n)
 	}
-	if _, err := cluster("again").mapper.Mapping(kind); err != nil {
+	if _, err := cluster().mapper.Mapping(kind); err != nil {
 		t.Errorf("a cluster's discovery after the first was dropped: %v", err)
 	}
 	runtime.KeepAlive(first)
@@ -821,14 +820,7 @@ func TestRemoteRefusedDiscoveryIsNotAskedAgainAtOnce(t *testing.T) {
 	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		served.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
-		for i := range 1000 {
-			if i > 0 {
-				io.WriteString(w, ",")
-			}
-			fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
-		}
-		io.WriteString(w, `]}`)
+		resourceList(w, 1000)
 	})
 	g := guard(t, Guard{})
 	g.discoveryValues = 1000
