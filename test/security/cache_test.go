@@ -398,3 +398,46 @@ func TestRemoteAnswersCannotPileUpInTheWorkers(t *testing.T) {
 	t.Logf("heap in use %d MiB before, at most %d MiB during (+%d MiB); %d MiB allocated in all",
 		before>>20, highest>>20, (highest-before)>>20, alloc>>20)
 }
+
+// TestRemoteDiscoveryCannotFillTheOperatorsMemory: each remote cluster's
+// RESTMapper keeps every resource its server serves, and a tenant names as
+// many clusters as it has Secrets: five clusters of a server serving 28,000
+// resources held 309 MiB. The discovery documents of a namespace's remote
+// clusters now share a pool of 150,000 JSON values: a first cluster serving
+// 8,000 kinds fits, a second one through another Secret is refused, and its
+// resource says why.
+func TestRemoteDiscoveryCannotFillTheOperatorsMemory(t *testing.T) {
+	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}, hangWatch)
+	cluster.things = 8000 // some 104,000 values
+	ns := remoteTenant(t, &clientcmdapi.Cluster{Server: cluster.srv.URL, CertificateAuthorityData: pemCertificate(cluster.srv)})
+	thing := "apiVersion: hostile.example/v1\nkind: Thing5\nmetadata:\n  name: t\n"
+
+	createVR(t, ns, "first", thing, toRemoteSecret(cluster.srv.URL))
+	waitVR(t, ns, "first", "became Ready", isReady)
+
+	kubeconfig, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "remote", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-again"}, Data: kubeconfig.Data,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote", "remote-again"}, Verbs: []string{"get"}})
+	createVR(t, ns, "second", thing, func(vr *v1alpha1.VidraResource) {
+		toRemoteSecret(cluster.srv.URL)(vr)
+		vr.Spec.Destination.KubeconfigSecretRef.Name = "remote-again"
+	})
+	want := "would make the remote clusters of namespace " + ns + " hold more than 150000 JSON values"
+	vr := waitVR(t, ns, "second", "reported the discovery refused", func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, want)
+	})
+	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+	t.Logf("Ready of the second: %s: %s", c.Reason, c.Message)
+	// The first cluster goes on serving.
+	waitVR(t, ns, "first", "still Ready", isReady)
+}
