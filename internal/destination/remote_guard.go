@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
@@ -103,8 +104,15 @@ type remoteGuard struct {
 	// discoveryPools are the discovery pools of the namespaces.
 	discoveryPools map[string]*namespacePool
 	// poolBytes bounds each watch pool, discoveryValues each discovery
-	// pool; tests make them small.
+	// pool, eventRate and eventBurst the events of each watch pool; tests
+	// make them small.
 	poolBytes, discoveryValues int64
+	eventRate                  rate.Limit
+	eventBurst                 int
+	// pause waits for d, or until done is closed, and reports whether it
+	// waited it out: a watch stream read faster than its pool's events
+	// allow waits in it. Tests record the waits instead.
+	pause func(d time.Duration, done <-chan struct{}) bool
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -141,7 +149,23 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 			event: maxEventBytes, eventValues: maxEventValues, retain: retainedEventBytes, discovery: true},
 		poolBytes:       maxWatchPoolBytes,
 		discoveryValues: maxDiscoveryValuesPerNamespace,
+		eventRate:       watchEventRate,
+		eventBurst:      watchEventBurst,
+		pause:           pause,
 	}, nil
+}
+
+// pause waits for d, or until done is closed, and reports whether it waited
+// it out.
+func pause(d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // checkServer refuses a server URL the guard does not allow before any
@@ -285,6 +309,18 @@ const (
 	// server can trickle an event, and a tenant chooses how many kinds its
 	// clusters watch. client-go's buffers take up to about twice the count.
 	maxWatchPoolBytes = 16 << 20
+	// watchEventRate and watchEventBurst bound how fast the watch streams
+	// of one namespace's remote clusters are read, in events per second:
+	// an event counts one, and one more for every eventUnitBytes of its
+	// text, since decoding costs by the byte. One tenant's server streaming
+	// 42,000 small events a second into one watch took 1.4 of the
+	// operator's cores from every other tenant. A namespace's clusters get
+	// 1,000 a second, 10,000 at once: a thousand Deployments of some 5 KiB
+	// each, rolling out together, send fewer. Past that a stream is read
+	// no faster, and the server's writes wait on the connection.
+	watchEventRate  = 1000
+	watchEventBurst = 10_000
+	eventUnitBytes  = 1 << 10
 	// watchStreamBytes is what an open watch stream is counted for in its
 	// namespace's pool besides its events: its decoders, goroutines and
 	// HTTP/2 stream. With maxWatchPoolBytes, at most 1,024 watches of one
@@ -379,7 +415,7 @@ func byteSize(n int64) string {
 // not nil.
 func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *namespacePool, discovery *discoveryAccount) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, pause: g.pause, next: rt, lists: map[string]listRead{}}
 	}
 }
 
@@ -481,7 +517,9 @@ func (e *discoveryPoolError) Error() string {
 func (g *remoteGuard) watchPool(namespace string) *namespacePool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return perNamespace(&g.pools, namespace, func() *namespacePool { return &namespacePool{namespace: namespace, max: g.poolBytes} })
+	return perNamespace(&g.pools, namespace, func() *namespacePool {
+		return &namespacePool{namespace: namespace, max: g.poolBytes, events: rate.NewLimiter(g.eventRate, g.eventBurst)}
+	})
 }
 
 // namespacePool counts what the remote clusters of one namespace hold of
@@ -492,9 +530,30 @@ func (g *remoteGuard) watchPool(namespace string) *namespacePool {
 type namespacePool struct {
 	namespace string
 	max       int64
+	// events paces the events of a watch pool's streams (see
+	// watchEventRate); nil for a discovery pool.
+	events *rate.Limiter
 
 	mu   sync.Mutex
 	used int64
+	// slowedAt is when a stream of the pool was last logged as slowed.
+	slowedAt time.Time
+}
+
+// slowedLogEvery spaces the log lines that say a namespace's watches are
+// read more slowly than their servers send.
+const slowedLogEvery = time.Minute
+
+// slowed reports whether a slowed stream of the pool is to be logged: at
+// most once every slowedLogEvery.
+func (p *namespacePool) slowed(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.slowedAt) < slowedLogEvery {
+		return false
+	}
+	p.slowedAt = now
+	return true
 }
 
 // resize changes what one holder counts from from to to, and reports
@@ -559,6 +618,7 @@ type answerGuard struct {
 	pool   *namespacePool
 	// discovery counts the discovery documents of the cluster.
 	discovery *discoveryAccount
+	pause     func(time.Duration, <-chan struct{}) bool
 	next      http.RoundTripper
 
 	mu sync.Mutex
@@ -610,7 +670,7 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
 	case verdict == answerStream:
-		b := &eventLimitBody{body: resp.Body, guard: t}
+		b := &eventLimitBody{body: resp.Body, guard: t, done: make(chan struct{}), log: klog.FromContext(req.Context())}
 		if !b.resize(watchStreamBytes) {
 			resp.Body.Close()
 			err := t.poolFull()
@@ -900,12 +960,20 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 // value, however large, before it looks at it. It follows the framing as
 // the bytes pass: the nesting of brackets outside strings (an event ends
 // where it returns to the top level). It also ends the stream, cleanly,
-// after an event over limits.retain, and counts what the stream holds in
-// its namespace's watch pool (see maxWatchPoolBytes).
+// after an event over limits.retain, counts what the stream holds in its
+// namespace's watch pool (see maxWatchPoolBytes), and reads no faster than
+// the pool's events allow (see watchEventRate).
 type eventLimitBody struct {
 	body  io.ReadCloser
 	guard *answerGuard
 	err   error
+	log   klog.Logger
+
+	// due is when the stream may be read again, after the events it
+	// delivered (see charge); unpaced counts the bytes it read since it
+	// last paid for them.
+	due     time.Time
+	unpaced int64
 
 	// n counts the bytes of the current event, scan its syntax and values.
 	n    int64
@@ -920,6 +988,8 @@ type eventLimitBody struct {
 	mu     sync.Mutex
 	closed bool
 	pooled int64
+	// done is closed by Close: a Read waiting for its due time leaves.
+	done chan struct{}
 }
 
 // poolStep is the granularity of a stream's count in its pool, so that the
@@ -928,6 +998,11 @@ const poolStep = 4 << 10
 
 func (b *eventLimitBody) Read(p []byte) (int, error) {
 	if b.err != nil {
+		return 0, b.err
+	}
+	if wait := time.Until(b.due); wait > 0 && !b.guard.pause(wait, b.done) {
+		// Closed while it waited: the watch was stopped.
+		b.err = io.EOF
 		return 0, b.err
 	}
 	n, err := b.body.Read(p)
@@ -955,6 +1030,7 @@ func (b *eventLimitBody) Close() error {
 	b.mu.Lock()
 	if !b.closed {
 		b.closed = true
+		close(b.done)
 		if p := b.guard.pool; p != nil {
 			p.resize(b.pooled, 0)
 		}
@@ -1000,6 +1076,7 @@ func (b *eventLimitBody) next(c byte) (bool, error) {
 		// An event, or the white space between events, ended.
 		size := b.n
 		b.n, b.scan.values = 0, 0
+		b.charge(size, !isSpace(c))
 		if g.limits.retain > 0 && size > g.limits.retain {
 			return true, nil
 		}
@@ -1016,6 +1093,42 @@ func (b *eventLimitBody) next(c byte) (bool, error) {
 	}
 	return false, nil
 }
+
+// charge pays, in the pool's events, for size bytes of the stream, which
+// ended an event or white space, and sets when the stream may be read
+// again. White space is paid for by the eventUnitBytes, as it comes: a
+// server could send nothing else.
+func (b *eventLimitBody) charge(size int64, event bool) {
+	p := b.guard.pool
+	if p == nil || p.events == nil {
+		return
+	}
+	b.unpaced += size
+	units := b.unpaced / eventUnitBytes
+	if event {
+		units++
+	}
+	if units == 0 {
+		return
+	}
+	b.unpaced %= eventUnitBytes
+	units = min(units, int64(p.events.Burst()))
+	now := time.Now()
+	wait := p.events.ReserveN(now, int(units)).DelayFrom(now)
+	if wait <= 0 {
+		return
+	}
+	if due := now.Add(wait); due.After(b.due) {
+		b.due = due
+	}
+	if p.slowed(now) {
+		b.log.Info("Slowed the watches of a namespace's remote clusters: their servers send more events than Vidra reads for one namespace",
+			"namespace", p.namespace, "server", b.guard.server, "eventsPerSecond", float64(p.events.Limit()), "burst", p.events.Burst())
+	}
+}
+
+// isSpace reports JSON white space.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // jsonScan follows JSON text a byte at a time, as far as bounding it needs:
 // the nesting of brackets outside strings, and the values, counted as the
@@ -1049,7 +1162,7 @@ func (s *jsonScan) feed(c byte) bool {
 	case c == '}' || c == ']':
 		s.depth = max(s.depth-1, 0)
 	}
-	return s.depth == 0 && !s.inString && (c == '}' || c == ']' || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n')
+	return s.depth == 0 && !s.inString && (c == '}' || c == ']' || c == '"' || isSpace(c))
 }
 
 // isDiscoveryPath reports a request of discovery: /api, /apis, /api/<v>

@@ -531,6 +531,143 @@ func TestRemoteWatchesOfANamespaceShareAPool(t *testing.T) {
 	}
 }
 
+// pauses records the waits of the watch streams of a guard instead of
+// waiting them out, as long as the stream is open.
+type pauses struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (p *pauses) pause(d time.Duration, done <-chan struct{}) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waits = append(p.waits, d)
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// longest returns the longest wait recorded since the count of waits was
+// from, and how many there were.
+func (p *pauses) longest(from int) (time.Duration, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var most time.Duration
+	for _, d := range p.waits[from:] {
+		most = max(most, d)
+	}
+	return most, len(p.waits) - from
+}
+
+func (p *pauses) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waits)
+}
+
+// One tenant's server streaming 42,000 small events a second into a watch
+// took 1.4 of the operator's cores. The watch streams of one namespace's
+// remote clusters are read no faster than their pool's events allow: an
+// event counts one, and one more for every KiB, white space included.
+// Other namespaces have their own, and the operator's namespace none.
+func TestRemoteWatchesOfANamespaceArePaced(t *testing.T) {
+	const rate, burst = 100, 10
+	const events = 30
+	var stream strings.Builder
+	for i := range events {
+		stream.WriteString(watchEvent(fmt.Sprintf("c%d", i), "v"))
+	}
+	// White space costs by the KiB.
+	stream.WriteString(strings.Repeat(" ", 10<<10))
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, stream.String())
+	})
+	g := guard(t, Guard{})
+	g.eventRate, g.eventBurst = rate, burst
+	var p pauses
+	g.pause = p.pause
+	_, teamA := remoteClientsIn(t, srv, g, "team-a")
+	_, teamAAgain := remoteClientsIn(t, srv, g, "team-a")
+	_, teamB := remoteClientsIn(t, srv, g, "team-b")
+	_, operators := remoteClientsIn(t, srv, g, testOperatorNamespace)
+
+	// Each stream counts its events, and a KiB of its text, events and
+	// white space together, as one more: two streams of team-a's clusters
+	// owe what they count, less the burst, whichever cluster they are of.
+	units := events + stream.Len()/eventUnitBytes
+	for _, c := range []dynamic.Interface{teamA, teamAAgain} {
+		if got := watchEvents(t, c); len(got) != events {
+			t.Fatalf("%d events of %d read", len(got), events)
+		}
+	}
+	owed := time.Duration(2*units-burst) * time.Second / rate
+	if longest, n := p.longest(0); longest < owed-200*time.Millisecond || longest > owed+20*time.Millisecond {
+		t.Errorf("the streams of team-a waited at most %v in %d waits; want about %v", longest, n, owed)
+	}
+	for ns, c := range map[string]dynamic.Interface{"team-b": teamB, testOperatorNamespace: operators} {
+		from := p.count()
+		watchEvents(t, c)
+		if longest, _ := p.longest(from); ns == testOperatorNamespace && longest > 0 {
+			t.Errorf("a stream of the operator's namespace waited %v", longest)
+		} else if own := time.Duration(units-burst) * time.Second / rate; longest > own+20*time.Millisecond {
+			t.Errorf("a stream of %s waited %v, more than its own %v, as if it paid for team-a's", ns, longest, own)
+		}
+	}
+}
+
+// A stream waiting for its pace ends as soon as the watch is stopped.
+func TestRemotePacedWatchStops(t *testing.T) {
+	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := range 10 {
+			fmt.Fprint(w, watchEvent(fmt.Sprintf("c%d", i), "v"))
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	g := guard(t, Guard{})
+	// What the ten events owe takes some 100 s.
+	g.eventRate, g.eventBurst = 0.1, 1
+	waiting := make(chan struct{})
+	var once sync.Once
+	g.pause = func(d time.Duration, done <-chan struct{}) bool {
+		once.Do(func() { close(waiting) })
+		return pause(d, done)
+	}
+	_, c := remoteClientsIn(t, srv, g, "team-a")
+	w, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ten events come in one read; the stream waits before the next.
+	for timeout := time.After(10 * time.Second); ; {
+		select {
+		case <-w.ResultChan():
+			continue
+		case <-waiting:
+		case <-timeout:
+			t.Fatal("the stream never waited for its pace")
+		}
+		break
+	}
+	w.Stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, open := <-w.ResultChan():
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the stopped watch went on waiting for its pace")
+		}
+	}
+}
+
 // waitFor polls cond until it holds, for at most 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
