@@ -31,7 +31,30 @@ func (e *unservedKind) KindSuggestion() string { return e.suggestion }
 // discovery could not list (an aggregated API down) is only not suggested.
 func SuggestKind(d discovery.DiscoveryInterface, gvk schema.GroupVersionKind, err error) error {
 	lists, _ := d.ServerPreferredResources()
-	if s := suggestKind(gvk, servedKinds(lists)); s != "" {
+	return newKindIndex(lists).suggest(gvk, err)
+}
+
+// kindIndex is the kinds a destination serves, by name and by group: what
+// a suggestion looks at, without going through every kind served.
+type kindIndex struct {
+	byKind, byGroup map[string][]schema.GroupVersionKind
+}
+
+func newKindIndex(lists []*metav1.APIResourceList) *kindIndex {
+	ix := &kindIndex{byKind: map[string][]schema.GroupVersionKind{}, byGroup: map[string][]schema.GroupVersionKind{}}
+	for _, gvk := range servedKinds(lists) {
+		ix.byKind[gvk.Kind] = append(ix.byKind[gvk.Kind], gvk)
+		ix.byGroup[gvk.Group] = append(ix.byGroup[gvk.Group], gvk)
+	}
+	return ix
+}
+
+// suggest wraps err, a no-match error for gvk, as SuggestKind does.
+func (ix *kindIndex) suggest(gvk schema.GroupVersionKind, err error) error {
+	// The kinds of the same name, then those of the same group, each in
+	// discovery's order: all that suggestKind would pick among all served.
+	candidates := slices.Concat(ix.byKind[gvk.Kind], ix.byGroup[gvk.Group])
+	if s := suggestKind(gvk, candidates); s != "" {
 		return &unservedKind{err: err, suggestion: s}
 	}
 	return err
