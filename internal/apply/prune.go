@@ -287,7 +287,8 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // have applied without recording them. Objects in a namespace being deleted
 // are left to that deletion, which waits for them. It returns the number of
 // deletions still in progress, and the inventory entries it failed on with
-// their errors.
+// their errors. Once ctx's reconcile runs out of its time it stops, and
+// fails the objects it did not get to.
 func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending int, failed []v1alpha1.ManagedResource, err error) {
 	items := slices.Clone(vr.Status.ManagedResources)
 	// Objects of the manifest that are not in the inventory are looked for
@@ -317,7 +318,14 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	var keptNames, unchecked []string
 	released := 0
 	terminating := namespacesTerminating(ctx, target)
-	for _, m := range items {
+	for i, m := range items {
+		if oot := destination.OutOfTime(ctx); oot != nil {
+			// What is left waits for the next try, which goes faster
+			// through the objects already gone.
+			errs = append(errs, fmt.Errorf("%w after %d of %d objects", oot, i, len(items)))
+			failed = append(failed, items[i:]...)
+			break
+		}
 		if del && m.Namespace != "" && terminating(m.Namespace) {
 			continue
 		}

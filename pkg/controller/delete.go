@@ -45,7 +45,13 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	// The inventory may still be on a destination the resource has moved
 	// away from; its objects are there.
 	previous, moved := previousDestination(vr)
-	target, err := c.dests.Resolve(ctx, previous)
+	// A reconcile's deadline holds for a deletion too: a tenant's server
+	// answering each request just under the slow-answer limit would
+	// otherwise hold a worker for as long as the inventory takes, over an
+	// hour for 1,000 objects. Events and the status are written on ctx.
+	rctx, cancel := destination.WithReconcileDeadline(ctx, c.opts.ReconcileTimeout)
+	defer cancel()
+	target, err := c.dests.Resolve(rctx, previous)
 	// Nothing recorded as applied: the destination is asked, as below, only
 	// for what an interrupted first reconcile may have left, and a
 	// destination that cannot answer (refused credentials, a
@@ -67,7 +73,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
 			c.writeDeleting(ctx, vr, msg))
 	}
-	pending, failed, err := c.engine.Cleanup(ctx, vr, target, del, !moved)
+	pending, failed, err := c.engine.Cleanup(rctx, vr, target, del, !moved)
 	if err != nil && empty {
 		c.event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
 	} else if err != nil {

@@ -121,6 +121,8 @@ type fixture struct {
 	// beforeSync runs after the registry started and tracked, right
 	// before the sync.
 	beforeSync func()
+	// reconcileTimeout is the controller's --reconcile-timeout; zero, none.
+	reconcileTimeout time.Duration
 	// clock is the controller's, and the watch registry's.
 	clock *clocktesting.FakeClock
 	// startRegistry starts the watch registry before the sync, as the
@@ -204,10 +206,11 @@ func (f *fixture) newController() *Controller {
 	c, err := NewController(ctx, Clients{
 		Kube: f.kube, Vidra: f.vidra, Dynamic: f.dynamic, Metadata: f.meta, Discovery: f.kube.Discovery(),
 	}, vrInformer, Options{
-		Namespace: operatorNS,
-		Config:    func() *config.Config { return cfg },
-		Recorder:  f.recorder,
-		Clock:     f.clock,
+		Namespace:        operatorNS,
+		Config:           func() *config.Config { return cfg },
+		Recorder:         f.recorder,
+		Clock:            f.clock,
+		ReconcileTimeout: f.reconcileTimeout,
 	})
 	if err != nil {
 		cancel()
@@ -615,6 +618,8 @@ func TestSyncDecisions(t *testing.T) {
 		react func(f *fixture)
 		// statusConflict refuses status writes with a 409.
 		statusConflict bool
+		// reconcileTimeout is the controller's --reconcile-timeout.
+		reconcileTimeout time.Duration
 		// watching has the resource's objects watched before the sync.
 		watching bool
 
@@ -775,6 +780,23 @@ func TestSyncDecisions(t *testing.T) {
 			wantEvents: []string{"Normal Deleted Deleted 0 managed objects"},
 		},
 		{
+			name: "a deletion that runs out of the reconcile's time keeps the finalizer, says how far it got, and is retried",
+			vr: newVR(operatorNS, "slow", configMapManifest, deleting, func(vr *v1alpha1.VidraResource) {
+				vr.Status.ManagedResources, vr.Status.ManagedCount = appInventory(operatorNS), 1
+			}),
+			// Out of time before the first object.
+			reconcileTimeout: time.Nanosecond,
+			wantActions:      []string{"update vidraresources/status vidra-system/slow"},
+			wantStatus: &wantStatus{
+				conditions: []cond{{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting}, {v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonDeleting}},
+				managed:    1,
+				readyMessage: "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): " +
+					"the reconcile ran out of its time (1ns, --reconcile-timeout) after 0 of 1 objects",
+			},
+			wantEvents: []string{"Warning CleanupFailed Cleaning up managed objects failed"},
+			wantErr:    retry,
+		},
+		{
 			name: "deleting with Orphan when the remote destination's Secret is gone removes the finalizer and names what is left behind",
 			vr: newVR(operatorNS, "stranded", configMapManifest, deleting, remote, func(vr *v1alpha1.VidraResource) {
 				vr.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
@@ -795,7 +817,7 @@ func TestSyncDecisions(t *testing.T) {
 				vrs = append(vrs, tc.vr)
 			}
 			f := newFixture(t, vrs, tc.live...)
-			f.statusConflict, f.watching = tc.statusConflict, tc.watching
+			f.statusConflict, f.watching, f.reconcileTimeout = tc.statusConflict, tc.watching, tc.reconcileTimeout
 			if tc.react != nil {
 				tc.react(f)
 			}
