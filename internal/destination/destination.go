@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +24,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/transport"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -84,9 +87,22 @@ type clusterClients struct {
 	probe     rest.Interface
 	discovery *discoveryAccount
 
-	mu           sync.Mutex
-	impersonated map[string]*impersonated
+	mu sync.Mutex
+	// http is the HTTP client of config, which the impersonating clients
+	// share: built once, and for a remote cluster the one its request
+	// clients share (client-go does not share the transports of a
+	// configuration with a dialer of its own).
+	http *http.Client
+	// impersonated holds the clients of the ServiceAccounts used most
+	// recently, at most maxImpersonated: a tenant names any ServiceAccount
+	// it likes, as many times as it likes.
+	impersonated *lru.Cache
 }
+
+// maxImpersonated bounds the impersonating clients kept per cluster. They
+// cost a few KiB each, over the cluster's shared HTTP client; one evicted is
+// built again when next used.
+const maxImpersonated = 1024
 
 // impersonated are the clients of one impersonated ServiceAccount.
 type impersonated struct {
@@ -106,7 +122,7 @@ func newClusterClients(name string, cfg *rest.Config, client dynamic.Interface, 
 			return nil, fmt.Errorf("metadata client of cluster %q: %w", name, err)
 		}
 	}
-	return &clusterClients{name: name, config: cfg, client: client, meta: md, mapper: mapper, impersonated: map[string]*impersonated{}}, nil
+	return &clusterClients{name: name, config: cfg, client: client, meta: md, mapper: mapper, impersonated: lru.New(maxImpersonated)}, nil
 }
 
 // Options configure a Resolver.
@@ -364,24 +380,33 @@ func (cc *clusterClients) as(namespace, name string) (*impersonated, error) {
 	user := "system:serviceaccount:" + namespace + ":" + name
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if c, ok := cc.impersonated[user]; ok {
-		return c, nil
+	if c, ok := cc.impersonated.Get(user); ok {
+		return c.(*impersonated), nil
 	}
 	if cc.config == nil {
 		return nil, fmt.Errorf("impersonate %s: the operator's client configuration is not known", user)
 	}
-	cfg := rest.CopyConfig(cc.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	dyn, err := dynamic.NewForConfig(cfg)
+	if cc.http == nil {
+		hc, err := rest.HTTPClientFor(cc.config)
+		if err != nil {
+			return nil, fmt.Errorf("HTTP client of cluster %q: %w", cc.name, err)
+		}
+		cc.http = hc
+	}
+	// The user is named outermost, over the cluster's transport, as
+	// client-go does for a configuration that impersonates.
+	hc := *cc.http
+	hc.Transport = transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{UserName: user}, cc.http.Transport)
+	dyn, err := dynamic.NewForConfigAndClient(cc.config, &hc)
 	if err != nil {
 		return nil, fmt.Errorf("client impersonating %s: %w", user, err)
 	}
-	md, err := metadata.NewForConfig(cfg)
+	md, err := metadata.NewForConfigAndClient(cc.config, &hc)
 	if err != nil {
 		return nil, fmt.Errorf("metadata client impersonating %s: %w", user, err)
 	}
 	c := &impersonated{client: dyn, meta: md}
-	cc.impersonated[user] = c
+	cc.impersonated.Add(user, c)
 	return c, nil
 }
 

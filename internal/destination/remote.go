@@ -770,7 +770,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc.breaker, cc.probe, cc.discovery = b, probe.RESTClient(), disc
+	cc.breaker, cc.probe, cc.discovery, cc.http = b, probe.RESTClient(), disc, hc
 	return cc, listsOnly{Interface: watchDyn, slot: slot}, nil
 }
 
