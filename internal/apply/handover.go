@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -64,6 +66,35 @@ func mayManage(ctx context.Context, client dynamic.Interface, gvr schema.GroupVe
 	return "", nil
 }
 
+// escalationChecked reports the kinds whose writes the API server checks
+// against the writer's own rights, beyond the verbs mayManage asks about:
+// whoever changes a Role or ClusterRole, even only its labels, must hold
+// its rules or be allowed to escalate, and whoever changes a binding must
+// be allowed to bind its role or hold its rights. An identity allowed to
+// patch and delete such an object may still be unable to write it, and the
+// hand-over's own patch is the operator's: handed over, a RoleBinding the
+// platform revoked would stay, granting what its new owner could never
+// have granted.
+func escalationChecked(gvr schema.GroupVersionResource) bool {
+	return gvr.Group == rbacv1.GroupName
+}
+
+// mayWrite asks the API server for a dry run of patch, the hand-over's, as
+// the identity of client. It returns "" when the server would take it,
+// else what the identity may not do, for messages; an error only when the
+// answer is not known, to be tried again.
+func mayWrite(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, patch []byte) (string, error) {
+	_, err := client.Resource(gvr).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch,
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: v1alpha1.HandoverFieldManager})
+	switch {
+	case err == nil:
+		return "", nil
+	case apierrors.IsForbidden(err):
+		return "may not write it (the API server refused, as that identity, a dry run of the hand-over: it must hold what the object grants, or be allowed to bind or escalate to it)", nil
+	}
+	return "", fmt.Errorf("dry run of the hand-over of %s: %w", describeObject(gvr, namespace, name), err)
+}
+
 func describeObject(gvr schema.GroupVersionResource, namespace, name string) string {
 	what := gvr.GroupResource().String() + " " + name
 	if namespace != "" {
@@ -75,9 +106,17 @@ func describeObject(gvr schema.GroupVersionResource, namespace, name string) str
 // handoverRefusal is a claimant an object was not handed over to, and why.
 type handoverRefusal struct {
 	to claim
-	// denied says what its identity may not do (mayManage).
-	denied string
+	// denied says what its identity may not do (mayManage, mayWrite), and
+	// grant what would let it.
+	denied, grant string
 }
+
+// grantVerbs and grantEscalation are what a refused claimant's identity
+// lacks, for the Event that tells it.
+const (
+	grantVerbs      = "patch and delete on it"
+	grantEscalation = "what the object grants, or bind and escalate on its kind"
+)
 
 // handoverRefused tells the claimants of key that did not get it, and vr,
 // which let it go, why and what became of the object instead: each such
@@ -92,8 +131,8 @@ func (e *Engine) handoverRefused(ctx context.Context, vr *v1alpha1.VidraResource
 		klog.FromContext(ctx).Info("Not handing object over: the VidraResource that declares it may not manage it",
 			"object", key.String(), "claimant", r.to.vr.Namespace+"/"+r.to.vr.Name, "identity", who, "denied", r.denied, "outcome", outcome)
 		e.event(r.to.vr, true, v1alpha1.ReasonHandoverRefused,
-			"VidraResource %s/%s let go of %s, which this resource declares too, but it was not handed over here: %s %s; it was %s. Grant that identity patch and delete on it for it to be handed over",
-			vr.Namespace, vr.Name, key, who, r.denied, outcome)
+			"VidraResource %s/%s let go of %s, which this resource declares too, but it was not handed over here: %s %s; it was %s. Grant that identity %s for it to be handed over",
+			vr.Namespace, vr.Name, key, who, r.denied, outcome, r.grant)
 		e.event(vr, false, v1alpha1.ReasonHandoverRefused, "Did not hand %s over to VidraResource %s/%s, which declares it too: %s %s; it was %s",
 			key, r.to.vr.Namespace, r.to.vr.Name, who, r.denied, outcome)
 		e.enqueue(cache.MetaObjectToName(r.to.vr))

@@ -156,15 +156,24 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 			claims = claims[:maxClaimantsReviewed]
 		}
 		for _, c := range claims {
+			patch, err := handoverPatch(live, c.vr)
+			if err != nil {
+				return nothingToLetGo, err
+			}
+			grant := grantVerbs
 			denied, err := mayManage(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name)
+			if err == nil && denied == "" && escalationChecked(mapping.Resource) {
+				denied, err = mayWrite(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name, patch)
+				grant = grantEscalation
+			}
 			if err != nil {
 				return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", c.vr.Namespace, c.vr.Name, key, err)
 			}
 			if denied != "" {
-				refused = append(refused, handoverRefusal{to: c, denied: denied})
+				refused = append(refused, handoverRefusal{to: c, denied: denied, grant: grant})
 				continue
 			}
-			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, c.vr); err != nil {
+			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, c.vr, patch); err != nil {
 				return nothingToLetGo, err
 			}
 			logger.Info("Handed object over to another VidraResource that declares it", "to", c.vr.Namespace+"/"+c.vr.Name)
@@ -208,21 +217,22 @@ func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadat
 	return deleted, nil
 }
 
-// handOver rewrites the marks of live to name the VidraResource to, in one
-// patch guarded by the resourceVersion read: the object is never without an
-// owner, never deleted, and keeps its UID. The new owner's next apply,
-// under the same field manager, owns its fields from then on. w is the
-// patch, declared to the registry; the new owner is woken by the caller.
-func handOver(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, key ObjectKey, live metav1.Object, to *v1alpha1.VidraResource) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+// handoverPatch rewrites the marks of live to name the VidraResource to,
+// guarded by the resourceVersion read.
+func handoverPatch(live metav1.Object, to *v1alpha1.VidraResource) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
 		"labels":          map[string]any{v1alpha1.OwnerUIDLabel: string(to.UID), v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(to))},
 		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: to.Namespace + "/" + to.Name},
 	}})
-	if err != nil {
-		w.Abort()
-		return err
-	}
+}
+
+// handOver sends patch, the handoverPatch of live to the VidraResource to,
+// in one write: the object is never without an owner, never deleted, and
+// keeps its UID. The new owner's next apply, under the same field manager,
+// owns its fields from then on. w is the patch, declared to the registry;
+// the new owner is woken by the caller.
+func handOver(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, key ObjectKey, live metav1.Object, to *v1alpha1.VidraResource, patch []byte) error {
 	resp, err := client.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.HandoverFieldManager})
 	w.End(resp, err)
 	if err != nil {

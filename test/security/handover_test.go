@@ -144,3 +144,54 @@ func TestClaimantThatMayManageTheObjectReceivesIt(t *testing.T) {
 		t.Errorf("a handover refusal was reported: %q", refused)
 	}
 }
+
+// A tenant whose ServiceAccount may patch and delete the RoleBindings of its
+// namespace, but holds nothing of what a RoleBinding there grants and may
+// not bind its role, declares the RoleBinding a platform resource made for
+// a group of people. The API server would refuse that identity any write
+// of the binding, even of its labels; the hand-over's patch is the
+// operator's, which the check does not stop. So when the platform revokes
+// the binding it must be deleted, not handed over: the tenant would
+// otherwise keep a grant it could never have made.
+func TestClaimantThatMayNotGrantABindingDoesNotKeepIt(t *testing.T) {
+	team := tenantNamespace(t)
+	serviceAccount(t, team, "deployer")
+	grant(t, team, "deployer", rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}})
+	if _, err := kube.RbacV1().Roles(team).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "exec"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: devs-exec
+  namespace: %s
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: exec}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: devs}
+`, team)
+
+	platform := "grant-" + team
+	deleteResourcesAtEnd(t, operatorNamespace, platform)
+	marker := ownershipConfigMap(platform, map[string]string{"k": "v"})
+	createVR(t, operatorNamespace, platform, binding+"---\n"+marker)
+	waitVR(t, operatorNamespace, platform, "became Ready", isReady)
+	granted := getObject(t, roleBindings, team, "devs-exec")
+
+	createVR(t, team, "keep", binding, asServiceAccount("deployer"))
+	waitVR(t, team, "keep", "reported the other owner", conflictWith(v1alpha1.ReasonOwnedByOther))
+
+	setManifest(t, operatorNamespace, platform, marker)
+	waitObject(t, roleBindings, team, "devs-exec", "was deleted once revoked", func(o *unstructured.Unstructured) bool {
+		return o == nil || o.GetUID() != granted.GetUID()
+	})
+	waitWarningEvent(t, team, "keep", v1alpha1.ReasonHandoverRefused, "ServiceAccount "+team+"/deployer may not write it (the API server refused, as that identity, a dry run")
+	// Nor can the tenant's identity create it.
+	waitVR(t, team, "keep", "reported that it may not create it", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonForbidden))
+	if o := getObject(t, roleBindings, team, "devs-exec"); o != nil {
+		t.Fatalf("the revoked RoleBinding exists again, labels %v", o.GetLabels())
+	}
+}
