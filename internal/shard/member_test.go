@@ -234,6 +234,19 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 	a := startWith(t, Options{Client: client, Identity: "a", OnChange: record(true), OnPrepare: record(false)})
 	b := start(t, client, "b")
 	waitSettled(t, a, b)
+	// A view reads settled just before OnChange runs: wait until a has
+	// taken its share of the two on, or that call would come after the
+	// ghost's.
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) > 0 && fmt.Sprint(calls[len(calls)-1]) == fmt.Sprint(call{true, Owned("a", []string{"a", "b"})}), nil
+	})
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("a never took its share of a and b on: calls %v", calls)
+	}
 
 	// A ghost joins, acknowledges the view of the three, and renews no
 	// more.
