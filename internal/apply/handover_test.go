@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,5 +119,34 @@ func TestClaimantsLeaveOutClaimsOfAnEarlierIdentity(t *testing.T) {
 	}
 	if got := e.claimants("", key, "uid-b"); len(got) != 0 {
 		t.Errorf("the owner itself counts as a claimant: %v", got)
+	}
+}
+
+// Of the resources that declare an object let go, those of the namespace
+// letting it go come first, then those of the object's own namespace, then
+// the others, each by name: resources named to sort first, in a namespace
+// that may only read the object, cannot crowd its heirs out of the few
+// reviews made.
+func TestClaimantsOfTheReleasersAndTheObjectsNamespaceComeFirst(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	e := New(Options{Owners: listers.NewVidraResourceLister(indexer)})
+	key := ObjectKey{kind: "ConfigMap", namespace: "app", name: "shared"}
+	for _, name := range []string{"aaa/a", "aaa/b", "aaa/c", "aaa/d", "zzz/heir", "app/tenant", "platform/next"} {
+		ns, n, _ := strings.Cut(name, "/")
+		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n, UID: types.UID(name)}}
+		if err := indexer.Add(vr); err != nil {
+			t.Fatal(err)
+		}
+		client, _ := reviewer(t, nil, nil)
+		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: vr.UID, claims: map[ObjectKey]bool{key: true},
+			claimsAs: claimIdentity{client: client, serviceAccount: ns + "/deployer", spec: identitySpec{}}}
+	}
+	var got []string
+	for _, c := range e.claimants("", key, "uid-owner", "platform", "app") {
+		got = append(got, c.vr.Namespace+"/"+c.vr.Name)
+	}
+	want := []string{"platform/next", "app/tenant", "aaa/a", "aaa/b", "aaa/c", "aaa/d", "zzz/heir"}
+	if !slices.Equal(got, want) {
+		t.Errorf("claimants %v, want %v", got, want)
 	}
 }

@@ -48,12 +48,21 @@ const (
 	pruneRefused
 )
 
-// maxClaimantsReviewed bounds the claimants of one object whose access is
-// reviewed when it is let go: two reviews each, on a path that runs when an
-// object leaves a resource, which many resources claiming one object must
-// not turn into a storm. Past it the object goes as if nobody declared it,
-// and the claimants that may manage it create it again.
-const maxClaimantsReviewed = 4
+// maxIdentitiesReviewed bounds the identities whose access to an object is
+// reviewed when it is let go (two reviews each, three for RBAC kinds), and
+// maxClaimantsConsidered the claimants looked at, each told when refused:
+// the path runs when an object leaves a resource, which many resources
+// claiming one object must not turn into a storm. Past them the object
+// goes as if nobody else declared it, and the claimants that may manage it
+// create it again. An identity is reviewed once, whatever the number of
+// its resources, and the resources of the namespace letting the object go
+// and of the object's own are looked at first: a tenant that may read an
+// object cannot crowd its natural heirs out with resources named to sort
+// first.
+const (
+	maxIdentitiesReviewed  = 4
+	maxClaimantsConsidered = 16
+)
 
 // prune deletes (or, with spec.prune false, releases) the objects of the
 // inventory that left the manifest. Only objects that still carry this
@@ -150,12 +159,19 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	logger := klog.FromContext(ctx).WithValues("object", key.String())
 	var refused []handoverRefusal
 	if live.GetDeletionTimestamp() == nil {
-		claims := e.claimants(dest.Cluster, key, vr.UID)
-		if len(claims) > maxClaimantsReviewed {
-			logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "reviewed", maxClaimantsReviewed)
-			claims = claims[:maxClaimantsReviewed]
-		}
-		for _, c := range claims {
+		claims := e.claimants(dest.Cluster, key, vr.UID, vr.Namespace, m.Namespace)
+		reviewed := map[string]handoverRefusal{}
+		for i, c := range claims {
+			r, seen := reviewed[c.as.serviceAccount]
+			if i == maxClaimantsConsidered || !seen && len(reviewed) == maxIdentitiesReviewed {
+				logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "considered", i, "identities", len(reviewed))
+				break
+			}
+			if seen {
+				r.to = c
+				refused = append(refused, r)
+				continue
+			}
 			patch, err := handoverPatch(live, c.vr)
 			if err != nil {
 				return nothingToLetGo, err
@@ -170,7 +186,9 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 				return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", c.vr.Namespace, c.vr.Name, key, err)
 			}
 			if denied != "" {
-				refused = append(refused, handoverRefusal{to: c, denied: denied, grant: grant})
+				r := handoverRefusal{to: c, denied: denied, grant: grant}
+				reviewed[c.as.serviceAccount] = r
+				refused = append(refused, r)
 				continue
 			}
 			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, c.vr, patch); err != nil {

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -173,11 +174,13 @@ type claim struct {
 
 // claimants returns the live VidraResources, other than the one of uid,
 // that declare the object of key on cluster and found it owned by another,
-// in a stable order so that of several the same one wins on every try. A
-// claim recorded before its resource's ServiceAccount or destination changed
-// is left out: the identity it was made with is no longer the resource's,
-// and its next reconcile records it again.
-func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID) []claim {
+// in a stable order so that of several the same one wins on every try: the
+// resources of the namespaces of prefer first, in that order, then the
+// others, each by name. A claim recorded before its resource's
+// ServiceAccount or destination changed is left out: the identity it was
+// made with is no longer the resource's, and its next reconcile records it
+// again.
+func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID, prefer ...string) []claim {
 	type candidate struct {
 		uid types.UID
 		as  claimIdentity
@@ -191,7 +194,15 @@ func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID) []claim
 	}
 	e.mu.Unlock()
 	var out []claim
-	for _, k := range slices.SortedFunc(maps.Keys(candidates), func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) }) {
+	rank := func(k cache.ObjectName) int {
+		if i := slices.Index(prefer, k.Namespace); i >= 0 {
+			return i
+		}
+		return len(prefer)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(candidates), func(a, b cache.ObjectName) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.String(), b.String()))
+	}) {
 		c := candidates[k]
 		vr, err := e.owners.VidraResources(k.Namespace).Get(k.Name)
 		if err == nil && vr.UID == c.uid && vr.DeletionTimestamp == nil && !vr.Spec.Suspend && c.as.client != nil && c.as.spec.of(vr) {
