@@ -313,11 +313,12 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // finalizer: its inventory and, with declared, the objects its manifest
 // declares, which a first reconcile interrupted before its status write may
 // have applied without recording them. Objects in a namespace being deleted
-// are left to that deletion, which waits for them. It returns the number of
-// deletions still in progress, and the inventory entries it failed on with
-// their errors. Once ctx's reconcile runs out of its time it stops, and
-// fails the objects it did not get to.
-func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending int, failed []v1alpha1.ManagedResource, err error) {
+// are left to that deletion, which waits for them. It returns the objects
+// it deleted that are not gone yet, and those it failed on with their
+// errors. Once ctx's reconcile runs out of its time it stops, and fails the
+// objects it did not get to: together with the pending ones, they are all
+// a next try needs to look at.
+func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending, failed []v1alpha1.ManagedResource, err error) {
 	items := slices.Clone(vr.Status.ManagedResources)
 	// Objects of the manifest that are not in the inventory are looked for
 	// in case a first reconcile created them and stopped before writing its
@@ -372,7 +373,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		}
 		switch what {
 		case deleted:
-			pending++
+			pending = append(pending, m)
 		case keptByAnnotation:
 			keptNames = append(keptNames, inventoryKey(m).String())
 			released++

@@ -71,9 +71,21 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		c.event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
-			c.writeDeleting(ctx, vr, msg))
+			c.writeDeleting(ctx, vr, msg, nil))
 	}
 	pending, failed, err := c.engine.Cleanup(rctx, vr, target, del, !moved)
+	if oot := destination.OutOfTime(rctx); oot != nil && !empty && len(failed) > 0 {
+		// Whatever the policy: Orphan, too, must not leave the marks of
+		// the objects it did not get to. The inventory keeps only what a
+		// next try has to look at, so that each try gets further, however
+		// many objects one try's time allows.
+		left := slices.Concat(failed, pending)
+		msg := fmt.Sprintf("Cleaning up managed objects is not finished, retrying with backoff: %v; %d of %s left to look at",
+			oot, len(left), wording.Count(max(len(left), len(vr.Status.ManagedResources)), "object"))
+		c.event(vr, true, "CleanupFailed", "%s", msg)
+		return syncResult{}, errors.Join(fmt.Errorf("clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, oot),
+			c.writeDeleting(ctx, vr, msg, left))
+	}
 	if err != nil && empty {
 		c.event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
 	} else if err != nil {
@@ -84,17 +96,17 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		}
 		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
 		c.event(vr, true, "CleanupFailed", "%s", msg)
-		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg))
+		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg, nil))
 	}
-	if pending > 0 {
+	if len(pending) > 0 {
 		// An error, so that the wait backs off through the work queue's rate
 		// limiter: an object with a slow finalizer must not cost a request
 		// per second for as long as it takes. Vidra's own deletions do not
 		// wake the resource (they are expected writes).
-		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", pending)
+		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", len(pending))
 		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry}, errors.Join(
-			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, pending),
-			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", wording.Count(pending, "managed object"))))
+			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, len(pending)),
+			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", wording.Count(len(pending), "managed object")), nil))
 	}
 	if del {
 		// The Kept and HandedOver Events of the passes name the objects let
@@ -140,10 +152,14 @@ func (c *Controller) abandon(ctx context.Context, key cache.ObjectName, vr *v1al
 // writeDeleting shows in the status a deletion that has not finished, and
 // why: the Ready condition of the last reconcile would otherwise go on
 // saying all is well (kubectl get shows it) while the resource hangs in
-// deletion, and the Event alone scrolls away.
-func (c *Controller) writeDeleting(ctx context.Context, vr *v1alpha1.VidraResource, msg string) error {
+// deletion, and the Event alone scrolls away. left, if not nil, replaces
+// the inventory: what the deletion has still to look at.
+func (c *Controller) writeDeleting(ctx context.Context, vr *v1alpha1.VidraResource, msg string, left []v1alpha1.ManagedResource) error {
 	now := metav1.NewTime(c.clock.Now())
 	st := vr.Status.DeepCopy()
+	if left != nil {
+		st.ManagedResources, st.ManagedCount = left, int32(len(left))
+	}
 	// Marking the resource for deletion raised its generation.
 	st.ObservedGeneration = vr.Generation
 	set := func(t string, s metav1.ConditionStatus) {

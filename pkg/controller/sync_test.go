@@ -790,10 +790,26 @@ func TestSyncDecisions(t *testing.T) {
 			wantStatus: &wantStatus{
 				conditions: []cond{{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting}, {v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonDeleting}},
 				managed:    1,
-				readyMessage: "Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): " +
-					"the reconcile ran out of its time (1ns, --reconcile-timeout) after 0 of 1 objects",
+				readyMessage: "Cleaning up managed objects is not finished, retrying with backoff: " +
+					"the reconcile ran out of its time (1ns, --reconcile-timeout); 1 of 1 object left to look at",
 			},
-			wantEvents: []string{"Warning CleanupFailed Cleaning up managed objects failed"},
+			wantEvents: []string{"Warning CleanupFailed Cleaning up managed objects is not finished"},
+			wantErr:    retry,
+		},
+		{
+			name: "an Orphan deletion that runs out of the reconcile's time keeps the finalizer too, so that no object keeps Vidra's marks",
+			vr: newVR(operatorNS, "slow-orphan", configMapManifest, deleting, func(vr *v1alpha1.VidraResource) {
+				vr.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
+				vr.Status.ManagedResources, vr.Status.ManagedCount = appInventory(operatorNS), 1
+			}),
+			reconcileTimeout: time.Nanosecond,
+			wantActions:      []string{"update vidraresources/status vidra-system/slow-orphan"},
+			wantStatus: &wantStatus{
+				conditions:   []cond{{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting}, {v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonDeleting}},
+				managed:      1,
+				readyMessage: "Cleaning up managed objects is not finished",
+			},
+			wantEvents: []string{"Warning CleanupFailed Cleaning up managed objects is not finished"},
 			wantErr:    retry,
 		},
 		{
@@ -907,5 +923,43 @@ func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
 	defer f.mu.Unlock()
 	if want := []string{"apply configmaps vidra-system/other", "update vidraresources/status vidra-system/broken"}; !slices.Equal(f.actions, want) {
 		t.Errorf("requests sent: %q, want %q: the missing object restored, the intact one read from the cache", f.actions, want)
+	}
+}
+
+// A deletion that runs out of the reconcile's time keeps in the inventory
+// only what it did not get to: objects found gone are dropped, so that
+// each try gets further, however many objects one try's time allows.
+func TestDeletionOutOfTimeKeepsOnlyWhatIsLeft(t *testing.T) {
+	const objects = 8
+	vr := newVR(operatorNS, "many", "", deleting, func(vr *v1alpha1.VidraResource) {
+		for i := range objects {
+			vr.Status.ManagedResources = append(vr.Status.ManagedResources,
+				v1alpha1.ManagedResource{APIVersion: "v1", Kind: "ConfigMap", Namespace: operatorNS, Name: fmt.Sprintf("gone-%d", i)})
+		}
+		vr.Status.ManagedCount = objects
+	})
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	// Each read takes a while; the reconcile's time is up after the
+	// first few. The objects are all gone already.
+	f.reconcileTimeout = 400 * time.Millisecond
+	f.meta.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(100 * time.Millisecond)
+		return false, nil, nil
+	})
+	if _, err := f.run(cache.MetaObjectToName(vr)); err == nil {
+		t.Fatal("sync returned no error, want one to retry with backoff")
+	}
+	f.mu.Lock()
+	statuses := f.statuses
+	f.mu.Unlock()
+	if len(statuses) != 1 {
+		t.Fatalf("%d status writes, want 1", len(statuses))
+	}
+	left := statuses[0].ManagedResources
+	if len(left) == 0 || len(left) == objects || int(statuses[0].ManagedCount) != len(left) {
+		t.Fatalf("inventory written %v (count %d); want the %d objects not looked at yet, fewer than all", left, statuses[0].ManagedCount, objects)
+	}
+	if want := vr.Status.ManagedResources[objects-len(left):]; !slices.Equal(left, want) {
+		t.Errorf("inventory written %v, want the last %d: %v", left, len(left), want)
 	}
 }
