@@ -513,7 +513,11 @@ func (m *Mapper) suggest(gen uint64, gvk schema.GroupVersionKind, err error) err
 	if ix == nil || ix.generation != gen {
 		lists, _ := m.discovery.ServerPreferredResources()
 		ix = &servedKindsOf{kindIndex: newKindIndex(lists), generation: gen}
-		m.served.Store(ix)
+		m.mu.Lock()
+		if m.generation.Load() == gen {
+			m.served.Store(ix)
+		}
+		m.mu.Unlock()
 	}
 	if ix.suggestions.Add(1) > maxSuggestions {
 		return err
@@ -531,10 +535,12 @@ func (m *Mapper) Refresh(force bool) bool {
 		return false
 	}
 	m.lastReset = now
-	m.generation.Add(1)
+	// The generation moves last: a lookup that read the new one asked the
+	// mapper after its reset, and one that read the old one keeps nothing.
+	m.mapper.Reset()
 	m.found.Clear()
 	m.missed.Clear()
-	m.mapper.Reset()
+	m.generation.Add(1)
 	return true
 }
 

@@ -732,6 +732,11 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	requests := r.guard.requests
 	if ns := rk.secret.Namespace; ns != r.namespace {
 		pool, disc, slot = r.guard.watchPool(ns), r.guard.discoveryAccount(ns), r.guard.listSlot(ns)
+		// Over HTTP/2 a server may send 4 MiB a stream ahead of what
+		// Vidra reads, held in the heap, outside the watch pool, as long as
+		// the stream waits for its pace: over HTTP/1.1 a watch waits on its
+		// connection's window instead.
+		watchCfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	} else {
 		requests.aboutObjects = false
 	}

@@ -109,10 +109,12 @@ type remoteGuard struct {
 	poolBytes, discoveryValues int64
 	eventRate                  rate.Limit
 	eventBurst                 int
-	// pause waits for d, or until done is closed, and reports whether it
-	// waited it out: a watch stream read faster than its pool's events
-	// allow waits in it. Tests record the waits instead.
-	pause func(d time.Duration, done <-chan struct{}) bool
+	// pause waits for d, or until stop or cancel is closed, and reports
+	// whether it waited it out: a watch stream read faster than its pool's
+	// events allow waits in it. now is the time the pace is reckoned by.
+	// Tests record the waits instead, and stop the clock.
+	pause func(d time.Duration, stop, cancel <-chan struct{}) bool
+	now   func() time.Time
 }
 
 func newRemoteGuard(g Guard) (*remoteGuard, error) {
@@ -152,18 +154,21 @@ func newRemoteGuard(g Guard) (*remoteGuard, error) {
 		eventRate:       watchEventRate,
 		eventBurst:      watchEventBurst,
 		pause:           pause,
+		now:             time.Now,
 	}, nil
 }
 
-// pause waits for d, or until done is closed, and reports whether it waited
-// it out.
-func pause(d time.Duration, done <-chan struct{}) bool {
+// pause waits for d, or until stop or cancel is closed, and reports whether
+// it waited it out.
+func pause(d time.Duration, stop, cancel <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-done:
+	case <-stop:
+		return false
+	case <-cancel:
 		return false
 	}
 }
@@ -415,7 +420,7 @@ func byteSize(n int64) string {
 // not nil.
 func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *namespacePool, discovery *discoveryAccount) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, pause: g.pause, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, pause: g.pause, now: g.now, next: rt, lists: map[string]listRead{}}
 	}
 }
 
@@ -618,7 +623,8 @@ type answerGuard struct {
 	pool   *namespacePool
 	// discovery counts the discovery documents of the cluster.
 	discovery *discoveryAccount
-	pause     func(time.Duration, <-chan struct{}) bool
+	pause     func(d time.Duration, stop, cancel <-chan struct{}) bool
+	now       func() time.Time
 	next      http.RoundTripper
 
 	mu sync.Mutex
@@ -670,7 +676,7 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, rerr)
 	case verdict == answerStream:
-		b := &eventLimitBody{body: resp.Body, guard: t, done: make(chan struct{}), log: klog.FromContext(req.Context())}
+		b := &eventLimitBody{body: resp.Body, guard: t, done: make(chan struct{}), cancel: req.Context().Done(), log: klog.FromContext(req.Context())}
 		if !b.resize(watchStreamBytes) {
 			resp.Body.Close()
 			err := t.poolFull()
@@ -988,8 +994,10 @@ type eventLimitBody struct {
 	mu     sync.Mutex
 	closed bool
 	pooled int64
-	// done is closed by Close: a Read waiting for its due time leaves.
-	done chan struct{}
+	// done is closed by Close, cancel with the request's context: a Read
+	// waiting for its due time leaves.
+	done   chan struct{}
+	cancel <-chan struct{}
 }
 
 // poolStep is the granularity of a stream's count in its pool, so that the
@@ -1000,7 +1008,7 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if wait := time.Until(b.due); wait > 0 && !b.guard.pause(wait, b.done) {
+	if wait := b.due.Sub(b.guard.now()); wait > 0 && !b.guard.pause(wait, b.done, b.cancel) {
 		// Closed while it waited: the watch was stopped.
 		b.err = io.EOF
 		return 0, b.err
@@ -1113,7 +1121,7 @@ func (b *eventLimitBody) charge(size int64, event bool) {
 	}
 	b.unpaced %= eventUnitBytes
 	units = min(units, int64(p.events.Burst()))
-	now := time.Now()
+	now := b.guard.now()
 	wait := p.events.ReserveN(now, int(units)).DelayFrom(now)
 	if wait <= 0 {
 		return
