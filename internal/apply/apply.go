@@ -406,5 +406,9 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned) {
 	}
 	if err := e.registry.Track(pass.key, refs); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
+		return
 	}
+	e.mu.Lock()
+	pass.st.watched, pass.st.watchedKnown = pass.Target.Cluster, true
+	e.mu.Unlock()
 }

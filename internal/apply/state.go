@@ -46,6 +46,11 @@ type resourceState struct {
 	// engine's mu.
 	claims        map[ObjectKey]bool
 	claimsCluster string
+	// watched is the cluster the last reconcile had the objects watched
+	// on, once watchedKnown: only its events speak for them (WakesFrom).
+	// Read by the informers' goroutines, under the engine's mu.
+	watched      string
+	watchedKnown bool
 	// claimsAs is the identity the claims were made with on claimsCluster:
 	// an object is handed over only when it may manage it (mayManage).
 	claimsAs claimIdentity
@@ -120,6 +125,22 @@ func (e *Engine) stateFor(key cache.ObjectName, uid types.UID) *resourceState {
 		e.states[key] = st
 	}
 	return st
+}
+
+// WakesFrom reports whether an event of an object on cluster, carrying the
+// marks of the VidraResource of key and uid, may wake it. A tenant's own
+// API server can send objects with the marks of any resource, whose UID is
+// no secret (its objects carry it): only the cluster the resource's objects
+// are watched on speaks for them. A resource not reconciled since the
+// operator started is woken by any, and reconciled once anyway.
+func (e *Engine) WakesFrom(key cache.ObjectName, uid types.UID, cluster string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.states[key]
+	if st == nil || st.uid != uid || !st.watchedKnown {
+		return true
+	}
+	return st.watched == cluster
 }
 
 // setClaims records the objects of r's manifest that another resource owns,

@@ -847,7 +847,11 @@ func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 	if !ok || (!c.eventMode(vr) && ev.Type != watchregistry.EventDigestChanged) {
 		return nil
 	}
-	return []cache.ObjectName{cache.MetaObjectToName(vr)}
+	key := cache.MetaObjectToName(vr)
+	if !c.engine.WakesFrom(key, vr.UID, ev.Ref.Cluster) {
+		return nil
+	}
+	return []cache.ObjectName{key}
 }
 
 func (c *Controller) eventMode(vr *v1alpha1.VidraResource) bool {

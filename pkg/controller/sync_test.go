@@ -963,3 +963,30 @@ func TestDeletionOutOfTimeKeepsOnlyWhatIsLeft(t *testing.T) {
 		t.Errorf("inventory written %v, want the last %d: %v", left, len(left), want)
 	}
 }
+
+// A tenant's own API server can send objects carrying the marks of any
+// resource, whose UID is no secret: its objects carry it. Once a resource's
+// objects are watched on a cluster, only that cluster's events wake it; a
+// resource not reconciled since the operator started is woken by any.
+func TestOnlyTheWatchedClusterWakesAResource(t *testing.T) {
+	vr := newVR(operatorNS, "app", configMapManifest)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	event := func(cluster string) watchregistry.Event {
+		return watchregistry.Event{Type: watchregistry.EventUpdated, Ref: watchregistry.Ref{Cluster: cluster, GVR: configMapsRef.GVR}, Object: liveApp(operatorNS, vr)}
+	}
+	forged := "https://tenant.example:6443 (Secret tenant/remote, key kubeconfig)"
+	c := f.newController()
+	if got := c.ownerOf(event(forged)); len(got) != 1 {
+		t.Fatalf("before any reconcile, an event woke %v; want the resource", got)
+	}
+	f.c = c
+	if _, err := c.sync(context.Background(), cache.MetaObjectToName(vr)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ownerOf(event(destination.LocalCluster)); len(got) != 1 {
+		t.Errorf("an event of the cluster watched woke %v; want the resource", got)
+	}
+	if got := c.ownerOf(event(forged)); len(got) != 0 {
+		t.Errorf("an event of another cluster, with the resource's marks, woke %v; want nothing", got)
+	}
+}
