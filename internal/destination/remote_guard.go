@@ -1009,7 +1009,8 @@ func (b *eventLimitBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if wait := b.due.Sub(b.guard.now()); wait > 0 && !b.guard.pause(wait, b.done, b.cancel) {
-		// Closed while it waited: the watch was stopped.
+		// Closed, or its request ended, while it waited: the watch was
+		// stopped.
 		b.err = io.EOF
 		return 0, b.err
 	}
