@@ -550,8 +550,8 @@ func (p *pauses) pause(d time.Duration, stop, _ <-chan struct{}) bool {
 	}
 }
 
-// longest returns the longest wait recorded since the count of waits was
-// from, and how many there were.
+// longest returns the longest wait recorded from the from-th on, and how
+// many there were.
 func (p *pauses) longest(from int) (time.Duration, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -560,12 +560,6 @@ func (p *pauses) longest(from int) (time.Duration, int) {
 		most = max(most, d)
 	}
 	return most, len(p.waits) - from
-}
-
-func (p *pauses) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.waits)
 }
 
 // One tenant's server streaming 42,000 small events a second into a watch
@@ -590,9 +584,9 @@ func TestRemoteWatchesOfANamespaceArePaced(t *testing.T) {
 	g.eventRate, g.eventBurst = rate, burst
 	var p pauses
 	g.pause = p.pause
-	// The pace is reckoned on a stopped clock: what the streams owe is what
-	// they wait, however long the test takes, but for what the last read
-	// of a stream brought with its end, which nothing waits for.
+	// The pace is reckoned on a stopped clock: no token comes back while
+	// the test runs, so a pool's tokens say exactly what its streams were
+	// charged, however long the test takes.
 	stopped := time.Now()
 	g.now = func() time.Time { return stopped }
 	_, teamA := remoteClientsIn(t, srv, g, "team-a")
@@ -602,26 +596,31 @@ func TestRemoteWatchesOfANamespaceArePaced(t *testing.T) {
 
 	// Each stream counts its events, and a KiB of its text, events and
 	// white space together, as one more: two streams of team-a's clusters
-	// owe what they count, less the burst, whichever cluster they are of.
+	// are charged to one pool, whichever cluster they are of, and wait for
+	// what they owe (all but what the last read of a stream brought with
+	// its end, which nothing waits for).
 	units := events + stream.Len()/eventUnitBytes
 	for _, c := range []dynamic.Interface{teamA, teamAAgain} {
 		if got := watchEvents(t, c); len(got) != events {
 			t.Fatalf("%d events of %d read", len(got), events)
 		}
 	}
-	owed := time.Duration(2*units-burst) * time.Second / rate
-	const lastRead = 100 * time.Millisecond
-	if longest, n := p.longest(0); longest < owed-lastRead || longest > owed {
-		t.Errorf("the streams of team-a waited at most %v in %d waits; want about %v", longest, n, owed)
+	tokens := func(ns string) float64 { return g.watchPool(ns).events.TokensAt(stopped) }
+	if got, want := tokens("team-a"), float64(burst-2*units); got != want {
+		t.Errorf("team-a's pool has %v tokens left; want %v: its streams counted %d each", got, want, units)
 	}
-	for ns, c := range map[string]dynamic.Interface{"team-b": teamB, testOperatorNamespace: operators} {
-		from := p.count()
+	owed := time.Duration(2*units-burst) * time.Second / rate
+	if longest, n := p.longest(0); longest <= owed/2 || longest > owed {
+		t.Errorf("the streams of team-a waited at most %v in %d waits; want up to %v", longest, n, owed)
+	}
+	for _, c := range []dynamic.Interface{teamB, operators} {
 		watchEvents(t, c)
-		if longest, _ := p.longest(from); ns == testOperatorNamespace && longest > 0 {
-			t.Errorf("a stream of the operator's namespace waited %v", longest)
-		} else if own := time.Duration(units-burst) * time.Second / rate; ns != testOperatorNamespace && (longest < own-lastRead || longest > own) {
-			t.Errorf("a stream of %s waited %v; want about its own %v, nothing of team-a's", ns, longest, own)
-		}
+	}
+	if got, want := tokens("team-b"), float64(burst-units); got != want {
+		t.Errorf("team-b's pool has %v tokens left; want %v, its own stream's charge and nothing of team-a's", got, want)
+	}
+	if got := tokens(testOperatorNamespace); got != burst {
+		t.Errorf("the operator's namespace was charged %v; want nothing", burst-got)
 	}
 }
 
