@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -226,20 +224,7 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 
 	// Another Secret for the same server is another cluster, without a
 	// hold of its own: it is refused as well, and lists nothing.
-	kubeconfig, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "remote", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote-again"}, Data: kubeconfig.Data,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote", "remote-again"}, Verbs: []string{"get"}})
-	createVR(t, ns, "again", cmDoc("y"), func(vr *v1alpha1.VidraResource) {
-		toRemoteSecret(cluster.srv.URL)(vr)
-		vr.Spec.Destination.KubeconfigSecretRef.Name = "remote-again"
-	})
+	createVRThroughAnotherSecret(t, ns, "again", cmDoc("y"), cluster.srv.URL)
 	if msg := readyMessageOf(t, ns, "again", v1alpha1.ReasonDestinationError); !strings.Contains(msg, "watches no other cluster of the namespace until then") {
 		t.Errorf("a resource of another Secret for the same server during the hold: %s", msg)
 	}
@@ -418,20 +403,7 @@ func TestRemoteDiscoveryCannotFillTheOperatorsMemory(t *testing.T) {
 	createVR(t, ns, "first", thing, toRemoteSecret(cluster.srv.URL))
 	waitVR(t, ns, "first", "became Ready", isReady)
 
-	kubeconfig, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "remote", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote-again"}, Data: kubeconfig.Data,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote", "remote-again"}, Verbs: []string{"get"}})
-	createVR(t, ns, "second", thing, func(vr *v1alpha1.VidraResource) {
-		toRemoteSecret(cluster.srv.URL)(vr)
-		vr.Spec.Destination.KubeconfigSecretRef.Name = "remote-again"
-	})
+	createVRThroughAnotherSecret(t, ns, "second", thing, cluster.srv.URL)
 	want := "would make the remote clusters of namespace " + ns + " hold more than 150000 JSON values"
 	vr := waitVR(t, ns, "second", "reported the discovery refused", func(vr *v1alpha1.VidraResource) bool {
 		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)

@@ -63,6 +63,27 @@ func toRemoteSecret(server string) func(*v1alpha1.VidraResource) {
 	}
 }
 
+// createVRThroughAnotherSecret creates resource name of ns on server,
+// through a copy, remote-again, of the namespace's kubeconfig Secret
+// remote: another cluster of the same server, for Vidra.
+func createVRThroughAnotherSecret(t *testing.T, ns, name, manifest, server string) {
+	t.Helper()
+	kubeconfig, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "remote", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-again"}, Data: kubeconfig.Data,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, ns, "deployer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"remote", "remote-again"}, Verbs: []string{"get"}})
+	createVR(t, ns, name, manifest, func(vr *v1alpha1.VidraResource) {
+		toRemoteSecret(server)(vr)
+		vr.Spec.Destination.KubeconfigSecretRef.Name = "remote-again"
+	})
+}
+
 // countingServer is a server on loopback that counts the requests it gets
 // and answers them all with handler.
 func countingServer(t *testing.T, tls bool, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
