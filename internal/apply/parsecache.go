@@ -11,12 +11,25 @@ import (
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// parseCacheSize bounds the parsed manifests kept between reconciles. Parsed
-// objects take several times the room of the manifest text, and a resource
-// whose drift is being corrected reconciles again soon while the others sit
-// idle for an interval: a small cache of the recently used ones keeps event
-// reconciles from parsing again without holding every manifest twice.
-const parseCacheSize = 256
+// parseCacheSize and parseCacheBytes bound the parsed manifests kept between
+// reconciles. Parsed objects take several times the room of the manifest
+// text, and a resource whose drift is being corrected reconciles again soon
+// while the others sit idle for an interval: a small cache of the recently
+// used ones keeps event reconciles from parsing again without holding every
+// manifest twice.
+//
+// The count alone does not bound the memory: within the manifest bounds a
+// tenant may write 175 KB of tiny maps that parse into 8.6 MiB, and 256 of
+// them would hold over 2 GiB. The bytes do: 256 resources of four objects
+// take about 4 MiB, so 32 MiB binds only when manifests are large, and
+// still keeps four of the largest. A manifest
+// that parses into more than a quarter of it is parsed again each time
+// rather than cached, so that one resource cannot take the cache from all
+// the others; it is also rate limited like every retry of its namespace.
+const (
+	parseCacheSize  = 256
+	parseCacheBytes = 32 << 20
+)
 
 type parsed struct {
 	key        cache.ObjectName
@@ -24,19 +37,22 @@ type parsed struct {
 	generation int64
 	objects    []manifest.Object
 	errs       manifest.ErrorList
+	bytes      int
 }
 
 // parseCache is a least-recently-used cache of parsed manifests, keyed by
 // resource and valid for one UID and generation. The objects it returns are
 // shared: callers copy before changing them (Resolve and mark do).
 type parseCache struct {
-	mu    sync.Mutex
-	ll    *list.List
-	items map[cache.ObjectName]*list.Element
+	mu       sync.Mutex
+	ll       *list.List
+	items    map[cache.ObjectName]*list.Element
+	bytes    int
+	maxBytes int
 }
 
 func newParseCache() *parseCache {
-	return &parseCache{ll: list.New(), items: map[cache.ObjectName]*list.Element{}}
+	return &parseCache{ll: list.New(), items: map[cache.ObjectName]*list.Element{}, maxBytes: parseCacheBytes}
 }
 
 func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
@@ -53,20 +69,19 @@ func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([
 
 	// Parse outside the lock: other workers parse other manifests meanwhile.
 	objs, errs := manifest.Parse(vr.Spec.Manifest)
+	size := heldBytes(objs, errs)
 
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	p := &parsed{key: key, uid: vr.UID, generation: vr.Generation, objects: objs, errs: errs}
-	if el, ok := pc.items[key]; ok {
-		el.Value = p
-		pc.ll.MoveToFront(el)
-	} else {
-		pc.items[key] = pc.ll.PushFront(p)
+	pc.removeLocked(key)
+	if size > pc.maxBytes/4 {
+		return objs, errs
 	}
-	for pc.ll.Len() > parseCacheSize {
-		last := pc.ll.Back()
-		pc.ll.Remove(last)
-		delete(pc.items, last.Value.(*parsed).key)
+	p := &parsed{key: key, uid: vr.UID, generation: vr.Generation, objects: objs, errs: errs, bytes: size}
+	pc.items[key] = pc.ll.PushFront(p)
+	pc.bytes += size
+	for pc.ll.Len() > parseCacheSize || pc.bytes > pc.maxBytes {
+		pc.removeLocked(pc.ll.Back().Value.(*parsed).key)
 	}
 	return objs, errs
 }
@@ -74,8 +89,62 @@ func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([
 func (pc *parseCache) forget(key cache.ObjectName) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
+	pc.removeLocked(key)
+}
+
+func (pc *parseCache) removeLocked(key cache.ObjectName) {
 	if el, ok := pc.items[key]; ok {
 		pc.ll.Remove(el)
 		delete(pc.items, key)
+		pc.bytes -= el.Value.(*parsed).bytes
 	}
+}
+
+// heldBytes estimates the heap a parse result holds, from the values it is
+// made of as the runtime lays them out (TestParseCacheEstimatesWhatAParseHolds
+// checks it against the heap): a map costs about 100 bytes an entry once it
+// outgrows its first group of eight, small integers and booleans cost
+// nothing beyond their slot, other numbers are boxed in 16 bytes.
+func heldBytes(objs []manifest.Object, errs manifest.ErrorList) int {
+	n := 0
+	for _, o := range objs {
+		n += 160
+		if o.Object != nil {
+			n += valueBytes(o.Object.Object)
+		}
+	}
+	for _, e := range errs {
+		n += 160 + len(e.Field) + len(e.Message)
+	}
+	return n
+}
+
+func valueBytes(v any) int {
+	switch v := v.(type) {
+	case map[string]any:
+		n := 432
+		if len(v) > 8 {
+			n = 100 * len(v)
+		}
+		for k, x := range v {
+			n += len(k) + valueBytes(x)
+		}
+		return n
+	case []any:
+		n := 24 + 16*cap(v)
+		for _, x := range v {
+			n += valueBytes(x)
+		}
+		return n
+	case string:
+		return len(v)
+	case int64:
+		if v >= 0 && v < 256 {
+			return 0
+		}
+		return 16
+	case float64:
+		return 16
+	}
+	return 0
 }
