@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -148,5 +149,93 @@ func TestClaimantsOfTheReleasersAndTheObjectsNamespaceComeFirst(t *testing.T) {
 	want := []string{"platform/next", "app/tenant", "aaa/a", "aaa/b", "aaa/c", "aaa/d", "zzz/heir"}
 	if !slices.Equal(got, want) {
 		t.Errorf("claimants %v, want %v", got, want)
+	}
+}
+
+// firstHeir reviews each identity once, whatever the number of its
+// resources, and stops at maxIdentitiesReviewed identities and
+// maxClaimantsConsidered resources: a tenant declaring an object from many
+// resources, or as many ServiceAccounts, costs a few reviews.
+func TestFirstHeirReviewsEachIdentityOnceWithinTheCaps(t *testing.T) {
+	claims := func(identities ...string) []claim {
+		var cs []claim
+		for i, sa := range identities {
+			cs = append(cs, claim{
+				vr: &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("r", i)}},
+				as: claimIdentity{serviceAccount: sa},
+			})
+		}
+		return cs
+	}
+	many := func(n int, sa func(int) string) []string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, sa(i))
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name       string
+		identities []string
+		allowed    string
+		fail       string
+		// reviewed are the identities reviewed, in order; refused how many
+		// claimants were told; heir the name of the one found.
+		reviewed  []string
+		refused   int
+		heir      string
+		truncated bool
+		fails     bool
+	}{
+		{name: "an identity's resources share its answer", identities: []string{"a", "a", "a", "b"}, allowed: "b",
+			reviewed: []string{"a", "b"}, refused: 3, heir: "r3"},
+		{name: "the first that may wins", identities: []string{"a", "b", "c"}, allowed: "b",
+			reviewed: []string{"a", "b"}, refused: 1, heir: "r1"},
+		{name: "none may", identities: []string{"a", "b", "a"},
+			reviewed: []string{"a", "b"}, refused: 3},
+		{name: "four identities at most", identities: many(10, func(i int) string { return fmt.Sprint("sa", i) }), allowed: "sa9",
+			reviewed: []string{"sa0", "sa1", "sa2", "sa3"}, refused: 4, truncated: true},
+		{name: "a seen identity past the fourth is told", identities: []string{"a", "b", "c", "d", "a", "e", "a"}, allowed: "e",
+			reviewed: []string{"a", "b", "c", "d"}, refused: 5, truncated: true},
+		{name: "sixteen resources at most", identities: append(many(20, func(int) string { return "a" }), "b"), allowed: "b",
+			reviewed: []string{"a"}, refused: maxClaimantsConsidered, truncated: true},
+		{name: "a failed review stops", identities: []string{"a", "b", "c"}, allowed: "c", fail: "b",
+			reviewed: []string{"a", "b"}, refused: 1, heir: "r1", fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reviewed []string
+			heir, refused, truncated, err := firstHeir(claims(tc.identities...), func(c claim) (string, string, error) {
+				reviewed = append(reviewed, c.as.serviceAccount)
+				switch c.as.serviceAccount {
+				case tc.fail:
+					return "", "", errors.New("no answer")
+				case tc.allowed:
+					return "", grantVerbs, nil
+				}
+				return "may not patch it", grantVerbs, nil
+			})
+			if (err != nil) != tc.fails {
+				t.Fatalf("err = %v, want an error: %v", err, tc.fails)
+			}
+			if !slices.Equal(reviewed, tc.reviewed) {
+				t.Errorf("reviewed %v, want %v", reviewed, tc.reviewed)
+			}
+			if len(refused) != tc.refused || truncated != tc.truncated {
+				t.Errorf("%d refused, truncated %v; want %d, %v", len(refused), truncated, tc.refused, tc.truncated)
+			}
+			for i, r := range refused {
+				if r.to.vr.Name != fmt.Sprint("r", i) || r.denied != "may not patch it" {
+					t.Errorf("refusal %d told %s %q", i, r.to.vr.Name, r.denied)
+				}
+			}
+			if got := ""; heir != nil || tc.heir != "" {
+				if heir != nil {
+					got = heir.vr.Name
+				}
+				if got != tc.heir {
+					t.Errorf("heir %q, want %q", got, tc.heir)
+				}
+			}
+		})
 	}
 }

@@ -160,44 +160,37 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	var refused []handoverRefusal
 	if live.GetDeletionTimestamp() == nil {
 		claims := e.claimants(dest.Cluster, key, vr.UID, vr.Namespace, m.Namespace)
-		reviewed := map[string]handoverRefusal{}
-		for i, c := range claims {
-			r, seen := reviewed[c.as.serviceAccount]
-			if i == maxClaimantsConsidered || !seen && len(reviewed) == maxIdentitiesReviewed {
-				logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "considered", i, "identities", len(reviewed))
-				break
-			}
-			if seen {
-				r.to = c
-				refused = append(refused, r)
-				continue
+		heir, refusals, truncated, err := firstHeir(claims, func(c claim) (string, string, error) {
+			denied, err := mayManage(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name)
+			if err != nil || denied != "" || !escalationChecked(mapping.Resource) {
+				return denied, grantVerbs, err
 			}
 			patch, err := handoverPatch(live, c.vr)
 			if err != nil {
-				return nothingToLetGo, err
+				return "", "", err
 			}
-			grant := grantVerbs
-			denied, err := mayManage(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name)
-			if err == nil && denied == "" && escalationChecked(mapping.Resource) {
-				denied, err = mayWrite(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name, patch)
-				grant = grantEscalation
-			}
+			denied, err = mayWrite(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name, patch)
+			return denied, grantEscalation, err
+		})
+		if err != nil {
+			return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", heir.vr.Namespace, heir.vr.Name, key, err)
+		}
+		if truncated {
+			logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "considered", len(refusals))
+		}
+		refused = refusals
+		if heir != nil {
+			patch, err := handoverPatch(live, heir.vr)
 			if err != nil {
-				return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", c.vr.Namespace, c.vr.Name, key, err)
-			}
-			if denied != "" {
-				r := handoverRefusal{to: c, denied: denied, grant: grant}
-				reviewed[c.as.serviceAccount] = r
-				refused = append(refused, r)
-				continue
-			}
-			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, c.vr, patch); err != nil {
 				return nothingToLetGo, err
 			}
-			logger.Info("Handed object over to another VidraResource that declares it", "to", c.vr.Namespace+"/"+c.vr.Name)
-			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, c.vr.Namespace, c.vr.Name)
-			e.enqueue(cache.MetaObjectToName(c.vr))
-			e.handoverRefused(ctx, vr, key, refused, outcomeOf(handedOver, vr, c.vr))
+			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, heir.vr, patch); err != nil {
+				return nothingToLetGo, err
+			}
+			logger.Info("Handed object over to another VidraResource that declares it", "to", heir.vr.Namespace+"/"+heir.vr.Name)
+			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, heir.vr.Namespace, heir.vr.Name)
+			e.enqueue(cache.MetaObjectToName(heir.vr))
+			e.handoverRefused(ctx, vr, key, refused, outcomeOf(handedOver, vr, heir.vr))
 			return handedOver, nil
 		}
 	}
@@ -209,6 +202,37 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	}
 	e.handoverRefused(ctx, vr, key, refused, outcomeOf(what, vr, nil))
 	return what, nil
+}
+
+// firstHeir reviews claims in order with review, which says what the
+// claimant's identity may not do ("" when it may take the object over) and
+// what would let it, and returns the first that may, with the refusals of
+// those before it. An identity is reviewed once: its other claimants share
+// its answer. Reviews stop at maxIdentitiesReviewed identities and
+// maxClaimantsConsidered claimants, and truncated tells that some were not
+// looked at. On an error, heir is the claimant whose review failed.
+func firstHeir(claims []claim, review func(claim) (denied, grant string, err error)) (heir *claim, refused []handoverRefusal, truncated bool, err error) {
+	reviewed := map[string]handoverRefusal{}
+	for i, c := range claims {
+		r, seen := reviewed[c.as.serviceAccount]
+		if i == maxClaimantsConsidered || !seen && len(reviewed) == maxIdentitiesReviewed {
+			return nil, refused, true, nil
+		}
+		if !seen {
+			denied, grant, err := review(c)
+			if err != nil {
+				return &claims[i], refused, false, err
+			}
+			if denied == "" {
+				return &claims[i], refused, false, nil
+			}
+			r = handoverRefusal{denied: denied, grant: grant}
+			reviewed[c.as.serviceAccount] = r
+		}
+		r.to = c
+		refused = append(refused, r)
+	}
+	return nil, refused, false, nil
 }
 
 // dispose deletes (del) or releases an object of vr that nobody takes over.
