@@ -737,12 +737,16 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 		// the stream waits for its pace: over HTTP/1.1 a watch waits on its
 		// connection's window instead.
 		watchCfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		warnings := &warningLog{server: server, clock: r.clock}
+		for _, c := range []*rest.Config{cfg, watchCfg, discCfg} {
+			c.WarningHandler, c.WarningHandlerWithContext = nil, warnings
+		}
 	} else {
 		requests.aboutObjects = false
 	}
-	cfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, requests, b.fail, nil, nil), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.informers, b.fail, pool, nil), b.wrapUntimed)
-	discCfg.WrapTransport = transport.Wrappers(r.guard.wrapAnswers(server, r.guard.discovery, b.fail, nil, disc), b.wrap)
+	cfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, requests, b.fail, nil, nil), b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.informers, b.fail, pool, nil), b.wrapUntimed)
+	discCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.discovery, b.fail, nil, disc), b.wrap)
 	discCfg.Timeout = remoteTimeout
 	cfg.Timeout = remoteTimeout
 

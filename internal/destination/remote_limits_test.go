@@ -67,7 +67,13 @@ const testOperatorNamespace = "vidra-system"
 // testOperatorNamespace are not. Each call is a cluster of its own.
 func remoteClientsIn(t *testing.T, srv *httptest.Server, g *remoteGuard, ns string) (*clusterClients, dynamic.Interface) {
 	t.Helper()
-	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clock.RealClock{}, namespace: testOperatorNamespace}
+	return remoteClientsOn(t, srv, g, ns, clock.RealClock{})
+}
+
+// remoteClientsOn is remoteClientsIn with the clock clk.
+func remoteClientsOn(t *testing.T, srv *httptest.Server, g *remoteGuard, ns string, clk clock.Clock) (*clusterClients, dynamic.Interface) {
+	t.Helper()
+	r := &remotes{base: &rest.Config{QPS: 100, Burst: 100}, guard: g, clock: clk, namespace: testOperatorNamespace}
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
 	cc, watchDyn, err := r.newRemoteClients(remoteKey{secret: cache.ObjectName{Namespace: ns, Name: "kubeconfig"}, server: srv.URL}, cfg, srv.URL)
 	if err != nil {
