@@ -169,7 +169,11 @@ func run(ctx context.Context, f flags) error {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|total):`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	operator.RegisterClientMetrics(metrics)
+	local, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return fmt.Errorf("read the API server's URL %q: %w", cfg.Host, err)
+	}
+	operator.RegisterClientMetrics(metrics, local.Host)
 	op, err := operator.New(ctx, operator.Options{
 		Metrics:     metrics,
 		MetricsAddr: f.metricsAddr,

@@ -23,10 +23,15 @@ const (
 	// maxDriftFields bounds the fields one drift record lists: a replaced
 	// object would list all of them, and status has a size limit.
 	maxDriftFields = 16
-	// maxManagerLabels bounds the manager label values of the drift
-	// metric. Any client names its field manager freely, so a tenant could
-	// otherwise grow the operator's metrics without bound.
+	// maxManagerLabels and maxKindLabels bound the manager and kind label
+	// values of the drift metrics. Any client names its field manager
+	// freely, and a tenant's own server serves whatever kinds it likes, so
+	// a tenant could otherwise grow the operator's metrics without bound.
+	// maxLabelBytes bounds one value: a field manager's name is at most 128
+	// bytes, a kind's 63.
 	maxManagerLabels = 32
+	maxKindLabels    = 64
+	maxLabelBytes    = 128
 )
 
 // driftOf describes how live differs from p's desired object, to be listed
@@ -301,29 +306,33 @@ func (st *resourceState) driftList(keep func(ObjectKey) bool) []v1alpha1.DriftRe
 	return out
 }
 
-// managerLabels bounds the distinct manager label values of the drift
-// metric: the first maxManagerLabels names seen keep theirs, later ones are
+// labelSet bounds the distinct values of a metric's label: the first max
+// values seen keep theirs, later ones, and values over maxLabelBytes, are
 // counted as "other".
-type managerLabels struct {
+type labelSet struct {
+	max  int
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-func (m *managerLabels) label(manager string) string {
-	if manager == "" {
+func (m *labelSet) label(v string) string {
+	if v == "" {
 		return "unknown"
+	}
+	if len(v) > maxLabelBytes {
+		return "other"
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.seen[manager] {
-		return manager
+	if m.seen[v] {
+		return v
 	}
-	if len(m.seen) >= maxManagerLabels {
+	if len(m.seen) >= m.max {
 		return "other"
 	}
 	if m.seen == nil {
 		m.seen = map[string]bool{}
 	}
-	m.seen[manager] = true
-	return manager
+	m.seen[v] = true
+	return v
 }

@@ -54,7 +54,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	states   map[cache.ObjectName]*resourceState
-	managers managerLabels
+	managers labelSet
+	kinds    labelSet
 }
 
 // New builds an Engine.
@@ -78,6 +79,8 @@ func New(opts Options) *Engine {
 		clock:    opts.Clock,
 		parsed:   newParseCache(),
 		states:   map[cache.ObjectName]*resourceState{},
+		managers: labelSet{max: maxManagerLabels},
+		kinds:    labelSet{max: maxKindLabels},
 	}
 }
 

@@ -15,11 +15,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		DriftCorrections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_drift_corrections_total",
-			Help: "Managed objects put back after they were changed or deleted by someone else, by kind.",
+			Help: "Managed objects put back after they were changed or deleted by someone else, by kind (at most 64 kinds; later ones are \"other\").",
 		}, []string{"kind"}),
 		DriftDetected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_drift_detected_total",
-			Help: "Changes of managed objects by someone else that Vidra found, corrected or (driftPolicy Report) reported, by kind and by the field manager that made them (at most 32 names; later ones are \"other\").",
+			Help: "Changes of managed objects by someone else that Vidra found, corrected or (driftPolicy Report) reported, by kind (at most 64) and by the field manager that made them (at most 32 names; later ones, and those of either over 128 bytes, are \"other\").",
 		}, []string{"kind", "manager"}),
 		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_applies_total",

@@ -209,8 +209,9 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 			d = &r
 		}
 		pass.Out.Drifted = append(pass.Out.Drifted, DescribeDrift(*d))
-		e.metrics.DriftCorrections.WithLabelValues(p.key.kind).Inc()
-		e.metrics.DriftDetected.WithLabelValues(p.key.kind, e.managers.label(d.Manager)).Inc()
+		kind := e.kinds.label(p.key.kind)
+		e.metrics.DriftCorrections.WithLabelValues(kind).Inc()
+		e.metrics.DriftDetected.WithLabelValues(kind, e.managers.label(d.Manager)).Inc()
 		pass.st.remember(*d)
 		if live != nil {
 			pass.st.corrected(p.key, lastWriter(live), d.Fields, e.clock.Now())
@@ -223,7 +224,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 func (e *Engine) reportDrift(pass *Pass, p *planned, d v1alpha1.DriftRecord) {
 	if pass.st.report(p.key, d) {
 		pass.Out.NewDrift = append(pass.Out.NewDrift, DescribeDrift(d))
-		e.metrics.DriftDetected.WithLabelValues(p.key.kind, e.managers.label(d.Manager)).Inc()
+		e.metrics.DriftDetected.WithLabelValues(e.kinds.label(p.key.kind), e.managers.label(d.Manager)).Inc()
 	}
 }
 

@@ -225,8 +225,8 @@ func TestPointerOfUsesTheManifestsPositions(t *testing.T) {
 	}
 }
 
-func TestManagerLabelsAreBounded(t *testing.T) {
-	var m managerLabels
+func TestLabelSetsAreBounded(t *testing.T) {
+	m := labelSet{max: maxManagerLabels}
 	for i := range maxManagerLabels {
 		m.label(strings.Repeat("m", i+1))
 	}
@@ -238,6 +238,9 @@ func TestManagerLabelsAreBounded(t *testing.T) {
 	}
 	if got := m.label(""); got != "unknown" {
 		t.Errorf("label of no manager = %q", got)
+	}
+	if got := (&labelSet{max: 1}).label(strings.Repeat("k", maxLabelBytes+1)); got != "other" {
+		t.Errorf("a value of %d bytes kept its label: %.20q", maxLabelBytes+1, got)
 	}
 }
 

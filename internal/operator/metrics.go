@@ -63,44 +63,66 @@ type clientMetrics struct {
 	latency     *prometheus.HistogramVec
 	rateLimiter *prometheus.HistogramVec
 	results     *prometheus.CounterVec
+	hosts       hostLabel
+}
+
+// hostLabel is the host label of request metrics: the operator's own API
+// server by its host, every other server as "remote". Tenants name the
+// servers of remote destinations, any number of them, and a host that
+// does not even resolve is still a request; labelled by host, each would
+// add series to every request metric, for good.
+type hostLabel string
+
+func (h hostLabel) of(host string) string {
+	if host == string(h) {
+		return host
+	}
+	return "remote"
 }
 
 func (m *clientMetrics) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
-	m.latency.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+	m.latency.WithLabelValues(verb, m.hosts.of(u.Host)).Observe(d.Seconds())
 }
 
-type rateLimiterMetric struct{ h *prometheus.HistogramVec }
+type rateLimiterMetric struct{ m *clientMetrics }
 
-func (m rateLimiterMetric) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
-	m.h.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+func (r rateLimiterMetric) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+	r.m.rateLimiter.WithLabelValues(verb, r.m.hosts.of(u.Host)).Observe(d.Seconds())
 }
 
 func (m *clientMetrics) Increment(_ context.Context, code, method, host string) {
-	m.results.WithLabelValues(code, method, host).Inc()
+	m.results.WithLabelValues(code, method, m.hosts.of(host)).Inc()
 }
 
 var registerClientMetrics sync.Once
 
 // RegisterClientMetrics publishes client-go's request latency, rate-limiter
-// wait and request results to reg. client-go offers one process-wide hook for
+// wait and request results to reg, the requests to the API server at
+// localHost (host and port, as in its URL) by host, those to any other
+// server as host "remote". client-go offers one process-wide hook for
 // these, so only the first call in a process takes effect; the binary calls
 // it once from main.
-func RegisterClientMetrics(reg prometheus.Registerer) {
+func RegisterClientMetrics(reg prometheus.Registerer, localHost string) {
 	registerClientMetrics.Do(func() {
-		buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-		m := &clientMetrics{
-			latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
-				Help: "Latency of requests to API servers, by verb and host.", Buckets: buckets}, []string{"verb", "host"}),
-			rateLimiter: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_rate_limiter_duration_seconds",
-				Help: "Time requests waited for the client-side rate limiter, by verb and host.", Buckets: buckets}, []string{"verb", "host"}),
-			results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
-				Help: "Requests to API servers, by status code, method and host."}, []string{"code", "method", "host"}),
-		}
+		m := newClientMetrics(localHost)
 		reg.MustRegister(m.latency, m.rateLimiter, m.results)
 		metrics.Register(metrics.RegisterOpts{
 			RequestLatency:     m,
-			RateLimiterLatency: rateLimiterMetric{m.rateLimiter},
+			RateLimiterLatency: rateLimiterMetric{m},
 			RequestResult:      m,
 		})
 	})
+}
+
+func newClientMetrics(localHost string) *clientMetrics {
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	return &clientMetrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
+			Help: "Latency of requests to API servers, by verb and host (\"remote\" for every server but the operator's own).", Buckets: buckets}, []string{"verb", "host"}),
+		rateLimiter: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_rate_limiter_duration_seconds",
+			Help: "Time requests waited for the client-side rate limiter, by verb and host (\"remote\" for every server but the operator's own).", Buckets: buckets}, []string{"verb", "host"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+			Help: "Requests to API servers, by status code, method and host (\"remote\" for every server but the operator's own)."}, []string{"code", "method", "host"}),
+		hosts: hostLabel(localHost),
+	}
 }

@@ -301,7 +301,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, family string, want map
 
 func TestMetricsShowReconcilesAndWhatWokeThem(t *testing.T) {
 	ns := namespace(t)
-	operator.RegisterClientMetrics(prometheus.NewRegistry()) // the process-wide hook, once
+	operator.RegisterClientMetrics(prometheus.NewRegistry(), "") // the process-wide hook, once
 	i := start(t, ns, nil)
 	// Two resources, so that each cause is the only one that can wake its
 	// resource: "tick" re-checks every second, "m" never on an interval, so
