@@ -141,7 +141,7 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		if p.policy = policyOf(p.obj); p.policy.ignored {
 			continue
 		}
-		p.ig = stripIgnored(p.obj, pathsFor(rules, p.obj))
+		p.ig = rules.strip(p.obj)
 		p.inventory = previous[p.key]
 		if isStageZero(o) {
 			stage0 = append(stage0, p)

@@ -151,7 +151,7 @@ func Desired(vr *v1alpha1.VidraResource, obj, live *unstructured.Unstructured) (
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	ig := stripIgnored(u, pathsFor(rules, u))
+	ig := rules.strip(u)
 	if len(ig.seeds) > 0 {
 		ig.withIgnored(u.Object, u.DeepCopy().Object, live)
 	}

@@ -1,14 +1,17 @@
 package apply
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -65,8 +68,8 @@ func TestCompileIgnoreRefusesIdentityAndMarks(t *testing.T) {
 			t.Errorf("error %d = %q, want prefix %q", i, msgs[i], w)
 		}
 	}
-	if len(got) == 0 || !reflect.DeepEqual(got[0].paths, []pointer{{"spec", "replicas"}, {"metadata", "labels", "team"}}) {
-		t.Errorf("allowed paths = %v", got)
+	if len(got.rules) == 0 || !reflect.DeepEqual(got.rules[0].paths, []pointer{{"spec", "replicas"}, {"metadata", "labels", "team"}}) {
+		t.Errorf("allowed paths = %v", got.rules)
 	}
 }
 
@@ -96,10 +99,104 @@ func TestPathsForMatchesTargets(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	got := pathsFor(rules, deployment())
+	got := rules.strip(deployment()).paths()
 	want := []pointer{{"spec", "replicas"}, {"b"}, {"d"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("pathsFor = %v, want %v", got, want)
+	}
+}
+
+// stripIgnored removes paths from obj as rules naming them for every
+// object would.
+func stripIgnored(obj *unstructured.Unstructured, paths []pointer) ignored {
+	rs := &ignoreRules{}
+	r := ignoreRule{selector: labels.Everything(), paths: paths}
+	for _, p := range paths {
+		r.ids = append(r.ids, rs.add(p))
+	}
+	rs.rules = []ignoreRule{r}
+	return rs.strip(obj)
+}
+
+// Rules naming a pointer more than once, or pointers deeper than
+// maxPointerTokens, cost nothing more per object: the same pointer is
+// looked for once, and one too deep is refused.
+func TestCompileIgnoreKeepsEachPointerOnceAndRefusesDeepOnes(t *testing.T) {
+	deep := "/spec" + strings.Repeat("/0", maxPointerTokens)
+	rules, errs := compileIgnore([]v1alpha1.IgnoreRule{
+		{Paths: []string{"/spec/replicas", "/spec/replicas", "/spec/paused"}},
+		{Target: v1alpha1.IgnoreTarget{Kind: "Deployment"}, Paths: []string{"/spec/paused", "/spec/replicas", deep}},
+	})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.ignore[1].paths[2]: the pointer is 33 steps deep, more than 32") {
+		t.Errorf("errors = %v, want one for the pointer 33 steps deep", errs)
+	}
+	if got, want := rules.strip(deployment()).paths(), []pointer{{"spec", "replicas"}, {"spec", "paused"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pathsFor = %v, want %v", got, want)
+	}
+	if _, errs := compileIgnore([]v1alpha1.IgnoreRule{{Paths: []string{"/spec" + strings.Repeat("/0", maxPointerTokens-1)}}}); len(errs) > 0 {
+		t.Errorf("a pointer %d steps deep was refused: %v", maxPointerTokens, errs)
+	}
+}
+
+// One walk of the object removes every field named: a field together with
+// the fields below it, a map's key but never a list item, whose fields are
+// still looked for.
+func TestStripIgnoredWalksTheObjectOnce(t *testing.T) {
+	d := deployment()
+	d.Object["spec"].(map[string]any)["strategy"] = map[string]any{"type": "Recreate"}
+	ig := stripIgnored(d, []pointer{
+		{"spec", "strategy", "type"}, {"spec", "strategy"},
+		{"spec", "template", "spec", "containers", "0"}, {"spec", "template", "spec", "containers", "0", "image"},
+		{"spec", "absent", "x"}, {"metadata", "labels", "app"},
+	})
+	var seeded []string
+	for _, s := range ig.seeds {
+		seeded = append(seeded, s.path.String())
+	}
+	if want := []string{"/spec/strategy", "/spec/template/spec/containers/0/image", "/metadata/labels/app"}; !reflect.DeepEqual(seeded, want) {
+		t.Errorf("seeds %v, want %v in the order of the pointers", seeded, want)
+	}
+	if _, ok := lookup(d.Object, pointer{"spec", "strategy"}); ok {
+		t.Error("/spec/strategy stayed")
+	}
+	if c, ok := lookup(d.Object, pointer{"spec", "template", "spec", "containers", "0"}); !ok || c.(map[string]any)["name"] != "web" || c.(map[string]any)["image"] != nil {
+		t.Errorf("container = %v, want the list item kept without its image", c)
+	}
+	if len(ig.paths()) != 6 {
+		t.Errorf("paths = %v, want all six", ig.paths())
+	}
+}
+
+// BenchmarkStripIgnoredHostile strips what a tenant's spec.ignore can name
+// at most, 64 rules of 32 pointers 32 steps deep, from 1,000 objects that
+// hold their parents: one walk of the tree per object, where a walk per
+// pointer took some 600 ms for a quarter of these pointers.
+func BenchmarkStripIgnoredHostile(b *testing.B) {
+	var m strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&m, "---\napiVersion: example.com/v1\nkind: Thing\nmetadata: {name: t%d}\nspec:\n  %sx\n", i, strings.Repeat("- ", maxPointerTokens-1))
+	}
+	objs, errs := manifest.Parse(m.String())
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	var spec []v1alpha1.IgnoreRule
+	for i := range 64 {
+		r := v1alpha1.IgnoreRule{Target: v1alpha1.IgnoreTarget{LabelSelector: fmt.Sprintf("x!=%d", i)}}
+		for j := range 32 {
+			r.Paths = append(r.Paths, "/spec"+strings.Repeat("/0", maxPointerTokens-2)+fmt.Sprintf("/%d", i*32+j))
+		}
+		spec = append(spec, r)
+	}
+	rules, cerrs := compileIgnore(spec)
+	if len(cerrs) > 0 {
+		b.Fatal(cerrs)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, o := range objs {
+			rules.strip(&unstructured.Unstructured{Object: o.Object.Object})
+		}
 	}
 }
 

@@ -308,7 +308,7 @@ func schema_pkg_apis_infrahub_v1alpha1_IgnoreRule(ref common.ReferenceCallback) 
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Paths are JSON pointers (RFC 6901) into the objects, such as /spec/replicas or /metadata/annotations/sidecar.istio.io~1status; a number selects a list item by position.",
+							Description: "Paths are JSON pointers (RFC 6901) into the objects, such as /spec/replicas or /metadata/annotations/sidecar.istio.io~1status, at most 32 steps deep; a number selects a list item by position.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

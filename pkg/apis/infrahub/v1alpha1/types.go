@@ -175,12 +175,12 @@ type IgnoreRule struct {
 	// +optional
 	Target IgnoreTarget `json:"target,omitempty"`
 	// Paths are JSON pointers (RFC 6901) into the objects, such as
-	// /spec/replicas or /metadata/annotations/sidecar.istio.io~1status;
-	// a number selects a list item by position.
+	// /spec/replicas or /metadata/annotations/sidecar.istio.io~1status,
+	// at most 32 steps deep; a number selects a list item by position.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=512
-	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])*)+$`
+	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])*){1,32}$`
 	// +listType=atomic
 	// +required
 	Paths []string `json:"paths"`

@@ -28,8 +28,8 @@ type IgnoreRuleApplyConfiguration struct {
 	// empty target selects every object.
 	Target *IgnoreTargetApplyConfiguration `json:"target,omitempty"`
 	// Paths are JSON pointers (RFC 6901) into the objects, such as
-	// /spec/replicas or /metadata/annotations/sidecar.istio.io~1status;
-	// a number selects a list item by position.
+	// /spec/replicas or /metadata/annotations/sidecar.istio.io~1status,
+	// at most 32 steps deep; a number selects a list item by position.
 	Paths []string `json:"paths,omitempty"`
 }
 
