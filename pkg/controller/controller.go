@@ -141,6 +141,8 @@ type Controller struct {
 	clock    clock.WithTicker
 	config   func() *config.Config
 	opts     Options
+	// health paces the reconciles woken by changes of health alone.
+	health *healthPacer
 
 	mu       sync.Mutex
 	triggers map[cache.ObjectName]map[Trigger]pendingTrigger
@@ -213,6 +215,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		fair:        fair,
 		recorder:    opts.Recorder,
 		metrics:     NewMetrics(opts.Registerer),
+		health:      newHealthPacer(),
 		clock:       opts.Clock,
 		config:      opts.Config,
 		opts:        opts,
@@ -230,20 +233,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			_, ok := apply.MarkedOwner(c.lister, u)
 			return ok
 		},
-		Linger: opts.Linger,
-		Map:    c.ownerOf,
-		Enqueue: func(key cache.ObjectName, ev watchregistry.Event) {
-			switch ev.Type {
-			case watchregistry.EventInitialList:
-				// A new informer's first list is no change anyone made:
-				// after a restart it is part of starting up.
-				c.enqueue(key, TriggerStartup)
-			case watchregistry.EventDigestChanged:
-				c.enqueue(key, TriggerHealth)
-			default:
-				c.enqueue(key, TriggerEvent)
-			}
-		},
+		Linger:  opts.Linger,
+		Map:     c.ownerOf,
+		Enqueue: c.wake,
 		// Status-only updates wake the owner only when the object's health
 		// changes: a Deployment's status churns without that.
 		WakeDigest: health.Digest,
@@ -482,6 +474,22 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 	d := c.limiter.When(key)
 	c.addTrigger(key, TriggerRetry, c.clock.Now().Add(d))
 	c.queue.AddAfter(key, d)
+}
+
+// wake queues the owner of a managed object for a watch event of it: at
+// once for a change of the object, paced for a change of its health alone
+// (healthChanged).
+func (c *Controller) wake(key cache.ObjectName, ev watchregistry.Event) {
+	switch ev.Type {
+	case watchregistry.EventInitialList:
+		// A new informer's first list is no change anyone made: after a
+		// restart it is part of starting up.
+		c.enqueue(key, TriggerStartup)
+	case watchregistry.EventDigestChanged:
+		c.healthChanged(key, ev)
+	default:
+		c.enqueue(key, TriggerEvent)
+	}
 }
 
 func (c *Controller) enqueueObject(obj any, t Trigger) {

@@ -120,21 +120,45 @@ func readiness(vr *v1alpha1.VidraResource) string {
 	return c.Reason
 }
 
+// maxCycleWalk bounds the dependencies one look for a cycle reads, every
+// entry of spec.dependsOn on its way counted. The walk runs at every
+// reconcile of a resource with dependsOn, and a change of a dependency's
+// readiness wakes every dependent; it used to read the whole graph it
+// reached: for a namespace of 1,000 resources each depending on the next
+// 64, 64,000 dependencies, 8 ms a look on a busy two-core machine. Real
+// graphs are a few dozen resources: 1,000 dependencies is a chain of a
+// thousand, or a hundred resources of ten dependencies each, read in about
+// 1 ms on the same machine, whatever the graph. Past it the walk stops
+// and finds no cycle, so the resource waits for its dependencies as any
+// other does: a longer cycle still applies nothing, and is reported as its
+// members not being Ready (DependencyNotReady) rather than as a cycle.
+const maxCycleWalk = 1000
+
 // dependencyCycle returns the cycle through vr that spec.dependsOn forms,
 // as keys from vr back to vr, or nil. Only cycles through vr matter here:
-// every member of a cycle finds it from itself.
+// every member of a cycle finds it from itself. Without
+// --allow-cross-namespace-dependencies the walk stays in vr's namespace:
+// a dependency on another namespace is refused where it is declared, and
+// following it would tell vr's tenant of another tenant's resources. It
+// reads at most maxCycleWalk dependencies.
 func (c *Controller) dependencyCycle(vr *v1alpha1.VidraResource) []string {
 	start := cache.MetaObjectToName(vr)
 	visited := map[cache.ObjectName]bool{}
-	var path []string
+	read := 0
+	var path []cache.ObjectName
 	var walk func(r *v1alpha1.VidraResource) bool
 	walk = func(r *v1alpha1.VidraResource) bool {
-		key := cache.MetaObjectToName(r)
-		path = append(path, key.String())
+		path = append(path, cache.MetaObjectToName(r))
 		for _, d := range r.Spec.DependsOn {
+			if read++; read > maxCycleWalk {
+				return false
+			}
 			next := dependencyKey(r, d)
+			if next.Namespace != start.Namespace && !c.opts.AllowCrossNamespaceDependencies {
+				continue
+			}
 			if next == start {
-				path = append(path, start.String())
+				path = append(path, start)
 				return true
 			}
 			if visited[next] {
@@ -149,8 +173,12 @@ func (c *Controller) dependencyCycle(vr *v1alpha1.VidraResource) []string {
 		path = path[:len(path)-1]
 		return false
 	}
-	if walk(vr) {
-		return path
+	if !walk(vr) {
+		return nil
 	}
-	return nil
+	cycle := make([]string, len(path))
+	for i, key := range path {
+		cycle[i] = key.String()
+	}
+	return cycle
 }

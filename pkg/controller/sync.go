@@ -26,6 +26,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.registry.Forget(key)
 	c.dests.Release(key)
 	c.engine.Forget(key)
+	c.health.forget(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.lastTrigger, key)

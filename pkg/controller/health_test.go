@@ -1,0 +1,228 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// healthWakes sends the watch events of one managed object, a tenant's
+// custom resource, to a controller on the fakes, and takes from its queue
+// what workers would, on the fake clock.
+type healthWakes struct {
+	t   *testing.T
+	c   *Controller
+	clk *clocktesting.FakeClock
+	key cache.ObjectName
+	// obj is the object as last sent, ready whether it is Current, and n
+	// the number of its changes so far.
+	obj   *unstructured.Unstructured
+	ready bool
+	n     int
+}
+
+func newHealthWakes(t *testing.T) *healthWakes {
+	vr := newVR(operatorNS, "app", configMapManifest, reportedInSync)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	h := &healthWakes{t: t, c: f.newController(), clk: f.clock, key: cache.MetaObjectToName(vr)}
+	h.obj = h.object("0 of 3 members joined")
+	return h
+}
+
+// object is the custom resource with its Ready condition saying msg.
+func (h *healthWakes) object(msg string) *unstructured.Unstructured {
+	status := "False"
+	if h.ready {
+		status = "True"
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1", "kind": "Redis",
+		"metadata": map[string]any{"namespace": operatorNS, "name": "cache", "generation": int64(1)},
+		"status": map[string]any{"observedGeneration": int64(1), "conditions": []any{
+			map[string]any{"type": "Ready", "status": status, "reason": "Members", "message": msg},
+		}},
+	}}
+}
+
+// change changes the object's health, as the watch registry tells it: its
+// status (Current, InProgress) when status is set, else only its message.
+func (h *healthWakes) change(status bool) {
+	h.n++
+	if status {
+		h.ready = !h.ready
+	}
+	old := h.obj
+	h.obj = h.object(fmt.Sprintf("%d of 3 members joined", h.n%3))
+	h.c.wake(h.key, watchregistry.Event{
+		Type: watchregistry.EventDigestChanged,
+		Ref:  watchregistry.Ref{GVR: schema.GroupVersionResource{Group: "cache.example.com", Version: "v1", Resource: "redises"}},
+		Old:  old, Object: h.obj,
+	})
+}
+
+// drift changes the object itself, not only its status.
+func (h *healthWakes) drift() {
+	h.c.wake(h.key, watchregistry.Event{Type: watchregistry.EventUpdated, Old: h.obj, Object: h.obj})
+}
+
+// marker is a key of its own, sent through the queue behind everything
+// asked for before it.
+var marker = cache.ObjectName{Namespace: "marker", Name: "marker"}
+
+// handedOut returns the triggers of the reconciles of the resource the
+// queue hands out now, as a worker takes them. The delaying queue takes
+// AddAfter's keys in on a goroutine of its own, in the order sent: a marker
+// sent last, due a nanosecond from now, comes out after every key due by
+// now, and before any due later.
+func (h *healthWakes) handedOut() []Trigger {
+	h.t.Helper()
+	h.c.queue.AddAfter(marker, time.Nanosecond)
+	h.clk.Step(time.Nanosecond)
+	var got []Trigger
+	for {
+		err := wait.PollUntilContextTimeout(h.t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return h.c.queue.Len() > 0, nil
+		})
+		if err != nil {
+			h.t.Fatalf("the marker sent through the queue never came out: %v", err)
+		}
+		k, _ := h.c.queue.Get()
+		if k != marker {
+			got = append(got, h.c.takeTrigger(k, h.clk.Now()))
+		}
+		h.c.fair.finished(k)
+		h.c.queue.Done(k)
+		if k == marker {
+			return got
+		}
+	}
+}
+
+func (h *healthWakes) expect(when string, want ...Trigger) {
+	h.t.Helper()
+	if got := h.handedOut(); !slices.Equal(got, want) {
+		h.t.Fatalf("%s: reconciles handed out %v, want %v", when, got, want)
+	}
+}
+
+// A tenant's server can change an object's condition message a thousand
+// times a second, and each change of health used to be a reconcile and a
+// status write at once. Changes of the message alone now wake the resource
+// at most once a second: the first at once, the others of that second
+// together, a second after.
+func TestHealthMessageChurnWakesAResourceOnceASecond(t *testing.T) {
+	h := newHealthWakes(t)
+	start := h.clk.Now()
+	for w := range 3 {
+		for i := range 100 {
+			h.change(false)
+			if w == 0 && i == 0 {
+				h.expect("the first change", TriggerHealth)
+			} else {
+				h.expect(fmt.Sprintf("change %d of second %d", i+1, w+1))
+			}
+			h.clk.Step(5 * time.Millisecond)
+		}
+		h.clk.SetTime(start.Add(time.Duration(w+1) * time.Second))
+		h.expect(fmt.Sprintf("the end of second %d", w+1), TriggerHealth)
+	}
+	// Quiet for a second: the next change is seen at once again.
+	h.clk.Step(healthEvery)
+	h.change(false)
+	h.expect("a change after a quiet second", TriggerHealth)
+}
+
+// A change of status is what Ready and dependents wait for: it is seen at
+// once while the burst lasts, then within a second, at most once a second
+// however fast the status flips.
+func TestHealthStatusFlipsAreSeenWithinASecond(t *testing.T) {
+	h := newHealthWakes(t)
+	start := h.clk.Now()
+	for w := range 3 {
+		for i := range 100 {
+			h.change(true)
+			if w == 0 && i < healthBurst {
+				h.expect(fmt.Sprintf("flip %d", i+1), TriggerHealth)
+			} else {
+				h.expect(fmt.Sprintf("flip %d of second %d", i+1, w+1))
+			}
+			h.clk.Step(5 * time.Millisecond)
+		}
+		h.clk.SetTime(start.Add(time.Duration(w+1) * time.Second))
+		h.expect(fmt.Sprintf("the end of second %d", w+1), TriggerHealth)
+	}
+}
+
+// A change of status amid a churn of messages does not wait for the
+// messages' second, and drift is never paced.
+func TestHealthStatusAndDriftDoNotWaitForMessages(t *testing.T) {
+	h := newHealthWakes(t)
+	start := h.clk.Now()
+	h.change(false)
+	h.expect("the first message", TriggerHealth)
+	h.clk.Step(100 * time.Millisecond)
+	h.change(false)
+	h.expect("the next message, within the second")
+	h.drift()
+	h.expect("drift", TriggerEvent)
+	h.clk.Step(100 * time.Millisecond)
+	h.change(true)
+	h.expect("a change of status", TriggerHealth)
+	h.clk.SetTime(start.Add(healthEvery))
+	h.expect("the messages' second", TriggerHealth)
+}
+
+// The pacing of a resource is dropped when the resource is, and otherwise
+// once it has run its course, so that it does not grow with every
+// resource ever woken.
+func TestHealthPacingIsDropped(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := newHealthPacer()
+	for i := range 1000 {
+		p.wake(cache.ObjectName{Namespace: "ns", Name: fmt.Sprint(i)}, true, clk.Now())
+	}
+	p.forget(cache.ObjectName{Namespace: "ns", Name: "0"})
+	if n := len(p.keys); n != 999 {
+		t.Fatalf("%d resources paced after one of 1000 was forgotten", n)
+	}
+	clk.Step(healthEvery)
+	for range 24 {
+		p.wake(cache.ObjectName{Namespace: "ns", Name: "busy"}, false, clk.Now())
+	}
+	if n := len(p.keys); n != 1 {
+		t.Errorf("%d resources paced a second after their last change, want the one still changing", n)
+	}
+}
+
+// The delaying queue keeps one entry per key, the earliest: a health wake
+// asked for while a retry is due sooner is folded into the retry. A change
+// after that retry ran must still bring the resource back within the
+// second.
+func TestHealthChangeAfterAnEarlierWakeTookItsPlaceIsSeen(t *testing.T) {
+	h := newHealthWakes(t)
+	start := h.clk.Now()
+	h.change(false)
+	h.expect("the first message", TriggerHealth)
+	h.c.enqueueAfter(h.key, TriggerRetry, 200*time.Millisecond)
+	h.clk.Step(10 * time.Millisecond)
+	h.change(false)
+	h.expect("a message within the second")
+	h.clk.SetTime(start.Add(250 * time.Millisecond))
+	h.expect("the retry", TriggerRetry)
+	h.clk.Step(50 * time.Millisecond)
+	h.change(false)
+	h.expect("a message after the retry")
+	h.clk.SetTime(start.Add(healthEvery))
+	h.expect("the end of the second", TriggerHealth)
+}
