@@ -332,17 +332,13 @@ const maxRequestedAt = 256
 // handledRequest is what status echoes of a requested-at value: the value
 // itself, or, over maxRequestedAt, its start and "...", so that a tool
 // waiting for its own longer value sees it was not echoed as it was.
-func handledRequest(v string) string { return truncateTo(v, maxRequestedAt) }
+func handledRequest(v string) string { return wording.Cut(v, maxRequestedAt, "...") }
 
-func truncate(s string) string { return truncateTo(s, maxMessage) }
-
-// truncateTo cuts s to at most n bytes, its end replaced by "...".
-func truncateTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+// truncate cuts a message to maxMessage bytes, its end replaced by "...",
+// at a character boundary: a character cut in two would read back from
+// the API server as another, and the status would be written again on
+// every reconcile.
+func truncate(s string) string { return wording.Cut(s, maxMessage, "...") }
 
 // metadataOnly asks the API server to answer a write with the object's
 // metadata alone: Vidra reads nothing of the answer to a status write, and

@@ -782,7 +782,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 					},
 					"lastHandledReconcileAt": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation that the last reconcile handled; a value longer than 256 bytes is echoed as its first 253 and \"...\".",
+							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation that the last reconcile handled; a value longer than 256 bytes is echoed as its start, cut at a character boundary, and \"...\", 256 bytes at most.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

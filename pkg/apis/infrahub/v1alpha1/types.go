@@ -324,7 +324,8 @@ type VidraResourceStatus struct {
 
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
 	// that the last reconcile handled; a value longer than 256 bytes is
-	// echoed as its first 253 and "...".
+	// echoed as its start, cut at a character boundary, and "...", 256
+	// bytes at most.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 

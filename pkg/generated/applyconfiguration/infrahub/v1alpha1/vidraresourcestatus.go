@@ -50,7 +50,8 @@ type VidraResourceStatusApplyConfiguration struct {
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
 	// that the last reconcile handled; a value longer than 256 bytes is
-	// echoed as its first 253 and "...".
+	// echoed as its start, cut at a character boundary, and "...", 256
+	// bytes at most.
 	LastHandledReconcileAt *string `json:"lastHandledReconcileAt,omitempty"`
 	// HealthCheckStartTime is when Vidra began waiting for the objects of
 	// the observed generation to become healthy: spec.timeout runs from
