@@ -267,7 +267,7 @@ func schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref common.ReferenceCallback)
 					},
 					"manager": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Manager is the field manager that made the change (\"kubectl-edit\"), when the object's managedFields tell.",
+							Description: "Manager is the field manager that made the change (\"kubectl-edit\"), when the object's managedFields tell; 128 bytes at most, as the API server allows, ending with \"…\" when cut.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

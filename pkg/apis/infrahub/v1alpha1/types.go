@@ -369,7 +369,8 @@ type DriftRecord struct {
 	// +optional
 	Deleted bool `json:"deleted,omitempty"`
 	// Manager is the field manager that made the change ("kubectl-edit"),
-	// when the object's managedFields tell.
+	// when the object's managedFields tell; 128 bytes at most, as the API
+	// server allows, ending with "…" when cut.
 	// +optional
 	Manager string `json:"manager,omitempty"`
 	// Time is when the change was made, as far as the object tells (its
