@@ -72,7 +72,11 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
 	st.DriftHistory = r.Out.DriftHistory
+	// drifted counts the objects that differ from the manifest, which
+	// status.drift may not all list.
+	drifted := 0
 	if vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport {
+		drifted = len(r.Out.Drift)
 		// Bounded: every object of a large manifest may drift at once, and
 		// a status over the API server's size limit could not be written
 		// at all.
@@ -152,6 +156,10 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		st.DeployState = v1alpha1.DeployStateFailed
 	}
+
+	// Within its size limit, whatever the objects and their writers put
+	// in it.
+	fitStatus(st, drifted)
 
 	c.recordEvents(r, st)
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
