@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -78,6 +79,16 @@ func boundedPointer(p pointer) string {
 	return s
 }
 
+// maxManager bounds the field manager a drift record names, as the API
+// server bounds the names it accepts. A remote destination's server is
+// anyone's to write, and it could name a manager with as many bytes as an
+// answer holds, each copied into the status, the Events and the drift
+// metric's labels.
+const maxManager = 128
+
+// boundedManager is name cut to maxManager bytes, ending with "…" when cut.
+func boundedManager(name string) string { return wording.Cut(name, maxManager, "…") }
+
 // marksOnly reports a drift of nothing but Vidra's own labels missing.
 func marksOnly(d v1alpha1.DriftRecord) bool {
 	if d.Deleted || len(d.Fields) == 0 {
@@ -112,7 +123,7 @@ func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now
 					continue
 				}
 				if fp, ok := pathIn(set, p.obj.Object, ptr); ok && hasPrefix(set, fp) {
-					return e.Manager, timeOr(e.Time, now)
+					return boundedManager(e.Manager), timeOr(e.Time, now)
 				}
 			}
 		}
@@ -128,7 +139,7 @@ func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now
 			who, latest, at = e.Manager, e.Time.Time, *e.Time
 		}
 	}
-	return who, at
+	return boundedManager(who), at
 }
 
 // hasPrefix reports whether set holds a field at or below fp.

@@ -114,7 +114,7 @@ func lastWriter(live *unstructured.Unstructured) string {
 	if who == "" {
 		return "an unknown writer"
 	}
-	return who
+	return boundedManager(who)
 }
 
 // MarkedOwner returns the VidraResource the marks of u name, from the

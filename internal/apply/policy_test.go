@@ -1,10 +1,12 @@
 package apply
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -294,6 +296,37 @@ func TestDriftOfNamesFieldsAndManager(t *testing.T) {
 	gone := driftOf(p, nil, handEdits{}, at.Time)
 	if !gone.Deleted || DescribeDrift(gone) != "Deployment shop/web (deleted)" {
 		t.Errorf("deleted drift = %+v", gone)
+	}
+}
+
+// A remote destination's API server names the field managers of its objects
+// as it likes: a name of 512 KiB once became a drift record of 547 KB in the
+// status. A record names at most 128 bytes of it, as many as an API server
+// accepts, and so does the Conflict condition the writer is named in.
+func TestDriftNamesAManagerIn128BytesAtMost(t *testing.T) {
+	at := metav1.Now()
+	for _, name := range []string{strings.Repeat("m", 1<<20), strings.Repeat("é", 1<<19)} {
+		for _, owns := range []bool{true, false} {
+			p := &planned{obj: deployment()}
+			live := deployment()
+			live.Object["spec"].(map[string]any)["replicas"] = int64(5)
+			entry := metav1.ManagedFieldsEntry{Manager: name, Operation: metav1.ManagedFieldsOperationUpdate, Time: &at}
+			if owns {
+				// The manager owns the drifted field; else it is only the
+				// last writer.
+				entry.FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}
+			}
+			live.SetManagedFields([]metav1.ManagedFieldsEntry{entry})
+			r := driftOf(p, live, parseHandEdits(live.GetManagedFields(), []string{name}, nil), at.Time)
+			for what, got := range map[string]string{"drift record": r.Manager, "last writer": lastWriter(live)} {
+				if len(got) > maxManager || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || !strings.HasPrefix(name, strings.TrimSuffix(got, "…")) {
+					t.Errorf("%s names a manager of %d bytes (valid UTF-8 %v): %q", what, len(got), utf8.ValidString(got), got[:min(len(got), 16)])
+				}
+			}
+			if b, _ := json.Marshal(r); len(b) > 512 {
+				t.Errorf("a drift record of one field is %d bytes as JSON", len(b))
+			}
+		}
 	}
 }
 

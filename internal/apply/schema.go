@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // typedPatchRefusal starts the API server's refusal of an apply whose object
@@ -168,12 +170,7 @@ func describe(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func truncateValue(s string) string {
-	if len(s) > 40 {
-		return s[:37] + "..."
-	}
-	return s
-}
+func truncateValue(s string) string { return wording.Cut(s, 40, "...") }
 
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)

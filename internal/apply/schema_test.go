@@ -116,6 +116,15 @@ func TestSchemaRefusalSaysWhatToFix(t *testing.T) {
 	}
 }
 
+// A value quoted in a message is cut to 40 bytes between characters: cut
+// inside one, the quote showed its bytes as \xc3.
+func TestDescribeCutsAStringBetweenCharacters(t *testing.T) {
+	got := describe(strings.Repeat("é", 30))
+	if want := `the string "` + strings.Repeat("é", 18) + `..."`; got != want {
+		t.Errorf("describe = %q, want %q", got, want)
+	}
+}
+
 func TestSchemaRefusalOfACustomResourceIsRetried(t *testing.T) {
 	// Its CustomResourceDefinition may be changing in the same pass.
 	oe := classify(schemaTestPlanned(t, "widgets.example.com"), refusal(".spec.replica: field not declared in schema"))

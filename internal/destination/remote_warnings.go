@@ -3,13 +3,13 @@ package destination
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // maxAnswerHeaderBytes bounds the headers of a remote server's answer,
@@ -65,17 +65,5 @@ func (w *warningLog) HandleWarningHeaderWithContext(ctx context.Context, code in
 	w.next, w.skipped = now.Add(warningLogEvery), 0
 	w.mu.Unlock()
 	klog.FromContext(ctx).Info("A remote cluster's API server sent a warning", "server", w.server,
-		"warning", cutText(text, maxWarningText), "warningsNotLogged", skipped)
-}
-
-// cutText cuts s to at most n bytes, at a character's boundary, and makes
-// it valid UTF-8.
-func cutText(s string, n int) string {
-	if len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return strings.ToValidUTF8(s, "?")
+		"warning", wording.Cut(text, maxWarningText, "…"), "warningsNotLogged", skipped)
 }

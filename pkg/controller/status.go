@@ -72,7 +72,11 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
 	st.DriftHistory = r.Out.DriftHistory
+	// drifted counts the objects that differ from the manifest, which
+	// status.drift may not all list.
+	drifted := 0
 	if vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport {
+		drifted = len(r.Out.Drift)
 		// Bounded: every object of a large manifest may drift at once, and
 		// a status over the API server's size limit could not be written
 		// at all.
@@ -152,6 +156,10 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		st.DeployState = v1alpha1.DeployStateFailed
 	}
+
+	// Within its size limit, whatever the objects and their writers put
+	// in it.
+	fitStatus(st, drifted)
 
 	c.recordEvents(r, st)
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
@@ -332,17 +340,13 @@ const maxRequestedAt = 256
 // handledRequest is what status echoes of a requested-at value: the value
 // itself, or, over maxRequestedAt, its start and "...", so that a tool
 // waiting for its own longer value sees it was not echoed as it was.
-func handledRequest(v string) string { return truncateTo(v, maxRequestedAt) }
+func handledRequest(v string) string { return wording.Cut(v, maxRequestedAt, "...") }
 
-func truncate(s string) string { return truncateTo(s, maxMessage) }
-
-// truncateTo cuts s to at most n bytes, its end replaced by "...".
-func truncateTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+// truncate cuts a message to maxMessage bytes, its end replaced by "...",
+// at a character boundary: a character cut in two would read back from
+// the API server as another, and the status would be written again on
+// every reconcile.
+func truncate(s string) string { return wording.Cut(s, maxMessage, "...") }
 
 // metadataOnly asks the API server to answer a write with the object's
 // metadata alone: Vidra reads nothing of the answer to a status write, and

@@ -48,6 +48,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &infrahubv1alpha1.ManagedResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):
 		return &infrahubv1alpha1.SecretKeyReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StatusOmissions"):
+		return &infrahubv1alpha1.StatusOmissionsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResource"):
 		return &infrahubv1alpha1.VidraResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResourceSpec"):

@@ -40,6 +40,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget":        schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":     schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":  schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions":     schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResource":       schema_pkg_apis_infrahub_v1alpha1_VidraResource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceList":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceList(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceSpec":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref),
@@ -267,7 +268,7 @@ func schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref common.ReferenceCallback)
 					},
 					"manager": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Manager is the field manager that made the change (\"kubectl-edit\"), when the object's managedFields tell.",
+							Description: "Manager is the field manager that made the change (\"kubectl-edit\"), when the object's managedFields tell; 128 bytes at most, as the API server allows, ending with \"…\" when cut.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -424,7 +425,7 @@ func schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref common.ReferenceCallb
 					},
 					"healthMessage": {
 						SchemaProps: spec.SchemaProps{
-							Description: "HealthMessage says why the object is not Current.",
+							Description: "HealthMessage says why the object is not Current, in 200 bytes at most; shorter, ending with \"…\", when the status would otherwise be over its size limit (see VidraResourceStatus.Omitted).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -460,6 +461,40 @@ func schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref common.ReferenceCa
 					},
 				},
 				Required: []string{"name"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "StatusOmissions counts what a status leaves out.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"drift": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Drift counts the objects that differ from the manifest but are not in the Drift list: those past its first 100, or past the size limit. The Drifted condition counts them all.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"driftHistory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DriftHistory counts the corrections, of the last 10, that the DriftHistory list leaves out: the oldest.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"healthMessages": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthMessages counts the health messages of ManagedResources that are shortened, all to the same length, ending with \"…\".",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
 			},
 		},
 	}
@@ -782,7 +817,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 					},
 					"lastHandledReconcileAt": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation that the last reconcile handled; a value longer than 256 bytes is echoed as its first 253 and \"...\".",
+							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation that the last reconcile handled; a value longer than 256 bytes is echoed as its start, cut at a character boundary, and \"...\", 256 bytes at most.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -829,11 +864,17 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							},
 						},
 					},
+					"omitted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Omitted counts what this status leaves out of what the last reconcile found, to stay within 512 KiB as JSON: the resource is stored whole, manifest included, and etcd refuses one over 1.5 MiB. Past the limit, the oldest corrections of DriftHistory go first, then the last records of Drift, then health messages are shortened. Absent when nothing is left out.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -324,7 +324,8 @@ type VidraResourceStatus struct {
 
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
 	// that the last reconcile handled; a value longer than 256 bytes is
-	// echoed as its first 253 and "...".
+	// echoed as its start, cut at a character boundary, and "...", 256
+	// bytes at most.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 
@@ -345,6 +346,32 @@ type VidraResourceStatus struct {
 	// +listType=atomic
 	// +optional
 	DriftHistory []DriftRecord `json:"driftHistory,omitempty"`
+
+	// Omitted counts what this status leaves out of what the last reconcile
+	// found, to stay within 512 KiB as JSON: the resource is stored whole,
+	// manifest included, and etcd refuses one over 1.5 MiB. Past the limit,
+	// the oldest corrections of DriftHistory go first, then the last
+	// records of Drift, then health messages are shortened. Absent when
+	// nothing is left out.
+	// +optional
+	Omitted *StatusOmissions `json:"omitted,omitempty"`
+}
+
+// StatusOmissions counts what a status leaves out.
+type StatusOmissions struct {
+	// Drift counts the objects that differ from the manifest but are not in
+	// the Drift list: those past its first 100, or past the size limit. The
+	// Drifted condition counts them all.
+	// +optional
+	Drift int32 `json:"drift,omitempty"`
+	// DriftHistory counts the corrections, of the last 10, that the
+	// DriftHistory list leaves out: the oldest.
+	// +optional
+	DriftHistory int32 `json:"driftHistory,omitempty"`
+	// HealthMessages counts the health messages of ManagedResources that
+	// are shortened, all to the same length, ending with "…".
+	// +optional
+	HealthMessages int32 `json:"healthMessages,omitempty"`
 }
 
 // DriftRecord is one change someone else made to a managed object.
@@ -368,7 +395,8 @@ type DriftRecord struct {
 	// +optional
 	Deleted bool `json:"deleted,omitempty"`
 	// Manager is the field manager that made the change ("kubectl-edit"),
-	// when the object's managedFields tell.
+	// when the object's managedFields tell; 128 bytes at most, as the API
+	// server allows, ending with "…" when cut.
 	// +optional
 	Manager string `json:"manager,omitempty"`
 	// Time is when the change was made, as far as the object tells (its
@@ -402,7 +430,9 @@ type ManagedResource struct {
 	// a status of their own (ConfigMaps, RBAC) are Current once applied.
 	// +optional
 	Health string `json:"health,omitempty"`
-	// HealthMessage says why the object is not Current.
+	// HealthMessage says why the object is not Current, in 200 bytes at
+	// most; shorter, ending with "…", when the status would otherwise be
+	// over its size limit (see VidraResourceStatus.Omitted).
 	// +optional
 	HealthMessage string `json:"healthMessage,omitempty"`
 }

@@ -325,6 +325,18 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.StatusOmissions
+  map:
+    fields:
+    - name: drift
+      type:
+        scalar: numeric
+    - name: driftHistory
+      type:
+        scalar: numeric
+    - name: healthMessages
+      type:
+        scalar: numeric
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResource
   map:
     fields:
@@ -449,6 +461,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: omitted
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.StatusOmissions
 - name: __untyped_atomic_
   scalar: untyped
   list:

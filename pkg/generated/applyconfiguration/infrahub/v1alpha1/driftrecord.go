@@ -42,7 +42,8 @@ type DriftRecordApplyConfiguration struct {
 	// Deleted is true when the object was deleted.
 	Deleted *bool `json:"deleted,omitempty"`
 	// Manager is the field manager that made the change ("kubectl-edit"),
-	// when the object's managedFields tell.
+	// when the object's managedFields tell; 128 bytes at most, as the API
+	// server allows, ending with "…" when cut.
 	Manager *string `json:"manager,omitempty"`
 	// Time is when the change was made, as far as the object tells (its
 	// managedFields), else when Vidra saw it.

@@ -35,7 +35,9 @@ type ManagedResourceApplyConfiguration struct {
 	// InProgress, Failed, Terminating, NotFound or Unknown. Objects without
 	// a status of their own (ConfigMaps, RBAC) are Current once applied.
 	Health *string `json:"health,omitempty"`
-	// HealthMessage says why the object is not Current.
+	// HealthMessage says why the object is not Current, in 200 bytes at
+	// most; shorter, ending with "…", when the status would otherwise be
+	// over its size limit (see VidraResourceStatus.Omitted).
 	HealthMessage *string `json:"healthMessage,omitempty"`
 }
 

@@ -50,7 +50,8 @@ type VidraResourceStatusApplyConfiguration struct {
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
 	// that the last reconcile handled; a value longer than 256 bytes is
-	// echoed as its first 253 and "...".
+	// echoed as its start, cut at a character boundary, and "...", 256
+	// bytes at most.
 	LastHandledReconcileAt *string `json:"lastHandledReconcileAt,omitempty"`
 	// HealthCheckStartTime is when Vidra began waiting for the objects of
 	// the observed generation to become healthy: spec.timeout runs from
@@ -62,6 +63,13 @@ type VidraResourceStatusApplyConfiguration struct {
 	// DriftHistory holds the last 10 drift corrections, newest first: who
 	// keeps changing what.
 	DriftHistory []DriftRecordApplyConfiguration `json:"driftHistory,omitempty"`
+	// Omitted counts what this status leaves out of what the last reconcile
+	// found, to stay within 512 KiB as JSON: the resource is stored whole,
+	// manifest included, and etcd refuses one over 1.5 MiB. Past the limit,
+	// the oldest corrections of DriftHistory go first, then the last
+	// records of Drift, then health messages are shortened. Absent when
+	// nothing is left out.
+	Omitted *StatusOmissionsApplyConfiguration `json:"omitted,omitempty"`
 }
 
 // VidraResourceStatusApplyConfiguration constructs a declarative configuration of the VidraResourceStatus type for use with
@@ -175,5 +183,13 @@ func (b *VidraResourceStatusApplyConfiguration) WithDriftHistory(values ...*Drif
 		}
 		b.DriftHistory = append(b.DriftHistory, *values[i])
 	}
+	return b
+}
+
+// WithOmitted sets the Omitted field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Omitted field is set to the value of the last call.
+func (b *VidraResourceStatusApplyConfiguration) WithOmitted(value *StatusOmissionsApplyConfiguration) *VidraResourceStatusApplyConfiguration {
+	b.Omitted = value
 	return b
 }
