@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 )
@@ -134,7 +135,7 @@ func (r *root) completeNames(cmd *cobra.Command, args []string, toComplete strin
 	}
 	var names []string
 	for _, vr := range list.Items {
-		names = append(names, vr.Name)
+		names = append(names, render.Safe(vr.Name))
 	}
 	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/plugin/clusterconfig"
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 )
 
 // kubeconfigKey is the key of the Secret that holds the kubeconfig, the
@@ -91,10 +92,11 @@ spec.destination stanza to use.`,
 			if output != "" {
 				return printObject(r.streams.Out, secret, output)
 			}
-			fmt.Fprintf(r.streams.Out, "secret/%s created in namespace %s%s\n", args[0], ns, dryRunNote(dryRun))
-			fmt.Fprintf(r.streams.Out, "Deploy to %s from a VidraResource of namespace %s with:\n\n", exported.Server, ns)
+			name, server := render.Safe(args[0]), render.Safe(exported.Server)
+			fmt.Fprintf(r.streams.Out, "secret/%s created in namespace %s%s\n", name, render.Safe(ns), dryRunNote(dryRun))
+			fmt.Fprintf(r.streams.Out, "Deploy to %s from a VidraResource of namespace %s with:\n\n", server, render.Safe(ns))
 			fmt.Fprintf(r.streams.Out, "  destination:\n    server: %s\n    kubeconfigSecretRef:\n      name: %s\n      key: %s\n",
-				exported.Server, args[0], kubeconfigKey)
+				server, name, kubeconfigKey)
 			return nil
 		},
 	}

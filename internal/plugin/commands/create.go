@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/plugin/pack"
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -82,7 +83,7 @@ and the line.`,
 				return printObject(r.streams.Out, vr, output)
 			}
 			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s created (%s from %s)%s\n",
-				v1alpha1.GroupName, vr.Name, wording.Count(len(m.Objects), "object"), wording.Count(len(m.Files), "file"), dryRunNote(dryRun))
+				v1alpha1.GroupName, render.Safe(vr.Name), wording.Count(len(m.Objects), "object"), wording.Count(len(m.Files), "file"), dryRunNote(dryRun))
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/manifest"
 	"github.com/vidra-operator/vidra/internal/plugin/pack"
 	"github.com/vidra-operator/vidra/internal/plugin/preview"
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -137,7 +138,8 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 		}
 	}
 	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonServiceAccountRequired {
-		fmt.Fprintf(r.streams.ErrOut, "warning: the operator applies nothing for vidraresource %s/%s: %s\n", vr.Namespace, vr.Name, c.Message)
+		fmt.Fprintf(r.streams.ErrOut, "warning: the operator applies nothing for vidraresource %s/%s: %s\n",
+			render.Safe(vr.Namespace), render.Safe(vr.Name), render.OneLine(c.Message))
 	}
 
 	cfg := c.config

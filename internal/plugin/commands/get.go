@@ -79,7 +79,7 @@ Report) and how many drift corrections the history holds.`,
 					if all {
 						fmt.Fprintln(r.streams.ErrOut, "No resources found")
 					} else {
-						fmt.Fprintf(r.streams.ErrOut, "No resources found in %s namespace.\n", ns)
+						fmt.Fprintf(r.streams.ErrOut, "No resources found in %s namespace.\n", render.Safe(ns))
 					}
 					return nil
 				}

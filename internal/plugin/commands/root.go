@@ -9,6 +9,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 )
 
 // fieldManager is the field manager of every write of kubectl vidra: a name
@@ -67,14 +69,17 @@ func Execute(ctx context.Context, streams genericiooptions.IOStreams, args []str
 	if err == nil {
 		return 0
 	}
+	// An error may quote what an API server answered, or the names of
+	// the objects of a manifest: SafeText keeps its lines, and nothing
+	// else a terminal would act on.
 	var exit *exitError
 	if errors.As(err, &exit) {
 		if exit.err != nil {
-			fmt.Fprintf(streams.ErrOut, "error: %v\n", exit.err)
+			fmt.Fprintf(streams.ErrOut, "error: %s\n", render.SafeText(exit.err.Error()))
 		}
 		return exit.code
 	}
-	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	fmt.Fprintf(streams.ErrOut, "error: %s\n", render.SafeText(err.Error()))
 	return 1
 }
 

@@ -69,10 +69,10 @@ failed. The exit code is 0 when the resource is Ready, 1 otherwise.`,
 				return fmt.Errorf("request a reconcile of vidraresource %s/%s: %w", c.namespace, args[0], err)
 			}
 			if !wait {
-				fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s reconcile requested at %s\n", v1alpha1.GroupName, vr.Name, value)
+				fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s reconcile requested at %s\n", v1alpha1.GroupName, render.Safe(vr.Name), value)
 				return nil
 			}
-			fmt.Fprintf(r.streams.ErrOut, "vidraresource.%s/%s reconcile requested at %s; waiting for the operator\n", v1alpha1.GroupName, vr.Name, value)
+			fmt.Fprintf(r.streams.ErrOut, "vidraresource.%s/%s reconcile requested at %s; waiting for the operator\n", v1alpha1.GroupName, render.Safe(vr.Name), value)
 			done, err := waitHandled(ctx, c, vr, value, timeout)
 			if err != nil {
 				return err
@@ -142,14 +142,16 @@ func waitHandled(ctx context.Context, c *clients, vr *v1alpha1.VidraResource, va
 }
 
 // writeOutcome prints what the reconcile found: the Ready condition, the
-// objects and their health, and what failed.
+// objects and their health, and what failed. The messages are the API
+// servers' and the names those of objects tenants write: they go through
+// render's Safe or OneLine, as in why.
 func writeOutcome(r *root, vr *v1alpha1.VidraResource) error {
 	var b strings.Builder
 	ready := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
 	if ready == nil {
 		fmt.Fprintf(&b, "Ready: Unknown\n")
 	} else {
-		fmt.Fprintf(&b, "Ready: %s (%s) %s\n", ready.Status, ready.Reason, ready.Message)
+		fmt.Fprintf(&b, "Ready: %s (%s) %s\n", render.Safe(string(ready.Status)), render.Safe(ready.Reason), render.OneLine(ready.Message))
 	}
 	current := 0
 	for _, m := range vr.Status.ManagedResources {
@@ -162,17 +164,17 @@ func writeOutcome(r *root, vr *v1alpha1.VidraResource) error {
 	if len(x.Failing) > 0 {
 		b.WriteString("Objects failing or not healthy:\n")
 		for _, f := range x.Failing {
-			fmt.Fprintf(&b, "  %s: %s\n", f.Object, f.Problem)
+			fmt.Fprintf(&b, "  %s: %s\n", render.Safe(f.Object), render.OneLine(f.Problem))
 		}
 	}
 	if len(x.Problems) > 0 && (ready == nil || ready.Status != metav1.ConditionTrue) {
 		b.WriteString("Errors:\n")
 		for _, p := range x.Problems {
-			fmt.Fprintf(&b, "  %s\n", p)
+			fmt.Fprintf(&b, "  %s\n", render.OneLine(p))
 		}
 	}
 	if ready == nil || ready.Status != metav1.ConditionTrue {
-		fmt.Fprintf(&b, "See kubectl vidra why %s -n %s\n", vr.Name, vr.Namespace)
+		fmt.Fprintf(&b, "See kubectl vidra why %s -n %s\n", render.Safe(vr.Name), render.Safe(vr.Namespace))
 	}
 	_, err := fmt.Fprint(r.streams.Out, b.String())
 	return err
@@ -223,7 +225,7 @@ until it is resumed.`,
 			if was == suspend {
 				note = " (it was already)"
 			}
-			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s %s%s\n", v1alpha1.GroupName, vr.Name, done, note)
+			fmt.Fprintf(r.streams.Out, "vidraresource.%s/%s %s%s\n", v1alpha1.GroupName, render.Safe(vr.Name), done, note)
 			return nil
 		},
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 )
 
 // versionInfo is what version prints with -o json or yaml.
@@ -45,9 +47,10 @@ func newVersion(r *root) *cobra.Command {
 			if output != "" {
 				return printData(r.streams.Out, info, output)
 			}
-			fmt.Fprintf(r.streams.Out, "Client Version: %s (%s, %s)\n", info.ClientVersion, info.GoVersion, info.Platform)
+			fmt.Fprintf(r.streams.Out, "Client Version: %s (%s, %s)\n", render.Safe(info.ClientVersion), info.GoVersion, info.Platform)
 			if info.ServerVersion != "" {
-				fmt.Fprintf(r.streams.Out, "Server Version: %s\n", info.ServerVersion)
+				// The API server says what it likes.
+				fmt.Fprintf(r.streams.Out, "Server Version: %s\n", render.Safe(info.ServerVersion))
 			}
 			return nil
 		},

@@ -18,6 +18,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/manifest"
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -243,12 +244,14 @@ func created(out Object, want *unstructured.Unstructured, why string) Object {
 }
 
 // label names one side of a diff, as kubectl diff names its directories.
+// The names are the objects', which the API server does not always check
+// (those of RBAC objects may hold control characters): the label is Safe.
 func label(side string, o Object) string {
 	ns := o.Namespace
 	if ns == "" {
 		ns = "-"
 	}
-	return fmt.Sprintf("%s/%s.%s.%s.%s", side, o.APIVersion, o.Kind, ns, o.Name)
+	return render.Safe(fmt.Sprintf("%s/%s.%s.%s.%s", side, o.APIVersion, o.Kind, ns, o.Name))
 }
 
 // notOurs tells why the operator would not write live: it is not marked as
@@ -260,7 +263,8 @@ func notOurs(vr *v1alpha1.VidraResource, live *unstructured.Unstructured) (strin
 		return "", false
 	}
 	if owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]; owner != "" && uid != "" {
-		return fmt.Sprintf("exists and belongs to VidraResource %s; Vidra never takes it over (%s)", owner, v1alpha1.ReasonOwnedByOther), true
+		// Anyone who may write the object writes its annotation.
+		return fmt.Sprintf("exists and belongs to VidraResource %s; Vidra never takes it over (%s)", render.Safe(owner), v1alpha1.ReasonOwnedByOther), true
 	}
 	return fmt.Sprintf("exists without Vidra's marks; Vidra does not take it over (%s): delete it, or remove it from the manifest", v1alpha1.ReasonUnmanagedExists), true
 }

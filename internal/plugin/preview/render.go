@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 )
 
 // ANSI colours of a diff on a terminal, as git colours its diffs.
@@ -21,6 +23,13 @@ const (
 // objects are only counted, as kubectl diff shows nothing for them. The
 // output is a valid patch (lines starting with "#" are comments to patch
 // tools). color adds ANSI colours, for a terminal.
+//
+// Kinds, names and messages come from objects tenants write and from API
+// servers: they are printed through render's OneLine and Safe, so that no
+// control character reaches the terminal and a header stays on its line.
+// The diff's lines are YAML, which escapes the control characters of
+// values (or refuses them); they go through SafeText for the rest, such as
+// a bidirectional override, and for the labels of its ---/+++ lines.
 func Render(w io.Writer, r *Result, color bool) error {
 	paint := func(c, s string) string {
 		if !color {
@@ -33,14 +42,14 @@ func Render(w io.Writer, r *Result, color bool) error {
 		if o.Action == ActionUnchanged && o.Diff == "" {
 			continue
 		}
-		head := fmt.Sprintf("# %s: %s", o.Ref(), o.Action)
+		head := fmt.Sprintf("# %s: %s", render.Safe(o.Ref()), o.Action)
 		if o.Message != "" {
-			head += " (" + o.Message + ")"
+			head += " (" + render.OneLine(o.Message) + ")"
 		}
 		b.WriteString(paint(bold, head))
 		b.WriteByte('\n')
 		for _, line := range splitLines(o.Diff) {
-			text := strings.TrimSuffix(line, "\n")
+			text := render.SafeText(strings.TrimSuffix(line, "\n"))
 			switch {
 			case strings.HasPrefix(text, "---"), strings.HasPrefix(text, "+++"):
 				text = paint(bold, text)
@@ -55,7 +64,7 @@ func Render(w io.Writer, r *Result, color bool) error {
 			b.WriteByte('\n')
 		}
 	}
-	b.WriteString(paint(bold, "# "+r.Resource+": "+Summary(r)))
+	b.WriteString(paint(bold, "# "+render.Safe(r.Resource)+": "+Summary(r)))
 	b.WriteByte('\n')
 	_, err := io.WriteString(w, b.String())
 	return err

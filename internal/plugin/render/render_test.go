@@ -238,7 +238,7 @@ func TestNextAttempt(t *testing.T) {
 }
 
 func TestMessagesCannotDriveTheTerminal(t *testing.T) {
-	if got := oneLine("bad \x1b]0;title\x07 message\n"); strings.ContainsAny(got, "\x1b\x07\n") {
-		t.Errorf("oneLine kept control characters: %q", got)
+	if got := OneLine("bad \x1b]0;title\x07 message\n"); strings.ContainsAny(got, "\x1b\x07\n") {
+		t.Errorf("OneLine kept control characters: %q", got)
 	}
 }

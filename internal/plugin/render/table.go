@@ -100,9 +100,9 @@ func Table(w io.Writer, items []v1alpha1.VidraResource, o TableOptions) error {
 			state = none
 		}
 		row := []string{
-			vr.Name,
-			o.paint(statusColor(ready), ready),
-			o.paint(statusColor(state), state),
+			Safe(vr.Name),
+			o.paint(statusColor(ready), Safe(ready)),
+			o.paint(statusColor(state), Safe(state)),
 			healthCount(vr),
 			fmt.Sprint(len(vr.Status.ManagedResources)),
 			fmt.Sprint(len(vr.Status.Drift)),
@@ -110,14 +110,14 @@ func Table(w io.Writer, items []v1alpha1.VidraResource, o TableOptions) error {
 			Age(vr.CreationTimestamp.Time, o.Now),
 		}
 		if o.AllNamespaces {
-			row = append([]string{vr.Namespace}, row...)
+			row = append([]string{Safe(vr.Namespace)}, row...)
 		}
 		if o.Wide {
 			lastSync := none
 			if vr.Status.LastSyncTime != nil {
 				lastSync = Age(vr.Status.LastSyncTime.Time, o.Now)
 			}
-			row = append(row, fmt.Sprint(vr.Spec.Suspend), lastSync, oneLine(msg))
+			row = append(row, fmt.Sprint(vr.Spec.Suspend), lastSync, OneLine(msg))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -147,18 +147,6 @@ func healthCount(vr *v1alpha1.VidraResource) string {
 		}
 	}
 	return fmt.Sprintf("%d/%d", current, len(vr.Status.ManagedResources))
-}
-
-// oneLine keeps a message on one table row, and escapes what a terminal
-// would take for a command: messages come from API servers and objects
-// anyone may write.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, printers.EscapeTerminal(strings.Join(strings.Fields(s), " ")))
 }
 
 // conditionTime is a condition's last transition, or zero.

@@ -125,19 +125,21 @@ func WriteTree(w io.Writer, t *Tree, o Options) error {
 	var buf bytes.Buffer
 	tw := printers.GetNewTabWriter(&buf)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tHEALTH\tDRIFT\tMESSAGE")
-	rootMsg := t.Reason
+	rootMsg := OneLine(t.Reason)
 	switch {
 	case t.Suspended:
 		rootMsg = "suspended"
 	case t.Conflict != "" && len(t.Objects) == 0:
-		rootMsg = "conflict: " + oneLine(t.Conflict)
+		rootMsg = "conflict: " + OneLine(t.Conflict)
 	}
 	healthy := t.Healthy
 	if healthy == "" {
 		healthy = none
 	}
-	row(tw, t.Namespace, "VidraResource/"+t.Name, o.paint(statusColor(t.Ready), t.Ready),
-		o.paint(statusColor(healthy), healthy), rootDrift(t), rootMsg)
+	// Every value is the resource's status, or a name of an object of a
+	// destination: Safe keeps them off the terminal, and on their row.
+	row(tw, Safe(t.Namespace), "VidraResource/"+Safe(t.Name), o.paint(statusColor(t.Ready), Safe(t.Ready)),
+		o.paint(statusColor(healthy), Safe(healthy)), rootDrift(t), rootMsg)
 	for i, obj := range t.Objects {
 		branch := "├─"
 		if i == len(t.Objects)-1 {
@@ -153,12 +155,12 @@ func WriteTree(w io.Writer, t *Tree, o Options) error {
 		}
 		var msg []string
 		if obj.Conflict != "" {
-			msg = append(msg, "conflict: "+oneLine(obj.Conflict))
+			msg = append(msg, "conflict: "+OneLine(obj.Conflict))
 		}
 		if obj.HealthMessage != "" && obj.Health != "Current" {
-			msg = append(msg, oneLine(obj.HealthMessage))
+			msg = append(msg, OneLine(obj.HealthMessage))
 		}
-		row(tw, ns, branch+obj.Kind+"/"+obj.Name, "", o.paint(statusColor(health), health),
+		row(tw, Safe(ns), branch+Safe(obj.Kind)+"/"+Safe(obj.Name), "", o.paint(statusColor(health), Safe(health)),
 			drift(obj, o.Now), strings.Join(msg, "; "))
 	}
 	if err := tw.Flush(); err != nil {
@@ -221,5 +223,5 @@ func drift(o TreeObject, now time.Time) string {
 		s += " by " + d.Manager
 	}
 	// A field manager's name is anyone's choice: keep it off the terminal.
-	return oneLine(s)
+	return OneLine(s)
 }

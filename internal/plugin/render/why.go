@@ -241,7 +241,9 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 	case x.Ready:
 		state = o.paint(green, "Ready")
 	}
-	fmt.Fprintf(&b, "%s %s/%s is %s.\n", o.paint(bold, "VidraResource"), x.Namespace, x.Name, state)
+	// Every value below comes from the resource's status, its Events or
+	// the objects of its destination: it goes through Safe or OneLine.
+	fmt.Fprintf(&b, "%s %s/%s is %s.\n", o.paint(bold, "VidraResource"), Safe(x.Namespace), Safe(x.Name), state)
 
 	b.WriteString("\n" + o.paint(bold, "Conditions:") + "\n")
 	if len(x.Conditions) == 0 {
@@ -249,28 +251,29 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 	}
 	said := map[string]string{}
 	for _, c := range x.Conditions {
-		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", c.Type, o.paint(statusColor(string(c.Status)), fmt.Sprintf("%-7s", c.Status)), c.Reason, Age(conditionTime(&c), o.Now))
+		status := fmt.Sprintf("%-7s", Safe(string(c.Status)))
+		fmt.Fprintf(&b, "  %-12s %s %s (%s ago)\n", Safe(c.Type), o.paint(statusColor(string(c.Status)), status), Safe(c.Reason), Age(conditionTime(&c), o.Now))
 		// Ready, Stalled and Reconciling often carry one message; say it once.
 		msg := strings.TrimPrefix(c.Message, "Retrying with backoff: ")
 		switch first, seen := said[msg]; {
 		case c.Message == "":
 		case seen:
-			fmt.Fprintf(&b, "               (the message of %s)\n", first)
+			fmt.Fprintf(&b, "               (the message of %s)\n", Safe(first))
 		default:
 			said[msg] = c.Type
-			fmt.Fprintf(&b, "               %s\n", oneLine(c.Message))
+			fmt.Fprintf(&b, "               %s\n", OneLine(c.Message))
 		}
 	}
 	if len(x.Failing) > 0 {
 		b.WriteString("\n" + o.paint(bold, "Objects failing or not healthy:") + "\n")
 		for _, f := range x.Failing {
-			fmt.Fprintf(&b, "  %s\n      %s\n", f.Object, oneLine(f.Problem))
+			fmt.Fprintf(&b, "  %s\n      %s\n", Safe(f.Object), OneLine(f.Problem))
 		}
 	}
 	if len(x.Problems) > 0 {
 		b.WriteString("\n" + o.paint(bold, "Problems:") + "\n")
 		for _, p := range x.Problems {
-			fmt.Fprintf(&b, "  %s\n", oneLine(p))
+			fmt.Fprintf(&b, "  %s\n", OneLine(p))
 		}
 	}
 	b.WriteString("\n" + o.paint(bold, "Recent warning events:") + "\n")
@@ -282,9 +285,9 @@ func WriteExplanation(w io.Writer, x *Explanation, o Options) error {
 		if e.Count > 1 {
 			count = fmt.Sprintf(" (x%d)", e.Count)
 		}
-		fmt.Fprintf(&b, "  %s ago  %s%s: %s\n", Age(e.Last, o.Now), e.Reason, count, oneLine(e.Message))
+		fmt.Fprintf(&b, "  %s ago  %s%s: %s\n", Age(e.Last, o.Now), Safe(e.Reason), count, OneLine(e.Message))
 	}
-	fmt.Fprintf(&b, "\n%s %s\n", o.paint(bold, "Next attempt:"), x.Next)
+	fmt.Fprintf(&b, "\n%s %s\n", o.paint(bold, "Next attempt:"), Safe(x.Next))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
