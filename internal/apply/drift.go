@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,11 +71,7 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 const maxPointer = 256
 
 func boundedPointer(p pointer) string {
-	s := p.String()
-	if len(s) > maxPointer {
-		s = strings.ToValidUTF8(s[:maxPointer], "") + "…"
-	}
-	return s
+	return wording.Cut(p.String(), maxPointer, "…")
 }
 
 // maxManager bounds the field manager a drift record names, as the API

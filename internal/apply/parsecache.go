@@ -20,9 +20,9 @@ import (
 //
 // The count alone does not bound the memory: within the manifest bounds a
 // tenant may write 175 KB of tiny maps that parse into 8.6 MiB, and 256 of
-// them would hold over 2 GiB. The bytes do: 256 resources of four objects
-// take about 4 MiB, so 32 MiB binds only when manifests are large, and
-// still keeps four of the largest. A manifest
+// them would hold over 2 GiB. The bytes do: 256 resources of the bench's
+// four objects take about 2 MiB, so 32 MiB binds only when manifests are
+// large, and still keeps four of the largest. A manifest
 // that parses into more than a quarter of it is parsed again each time
 // rather than cached, so that one resource cannot take the cache from all
 // the others; it is also rate limited like every retry of its namespace.
@@ -104,7 +104,8 @@ func (pc *parseCache) removeLocked(key cache.ObjectName) {
 // made of as the runtime lays them out (TestParseCacheEstimatesWhatAParseHolds
 // checks it against the heap): a map costs about 100 bytes an entry once it
 // outgrows its first group of eight, small integers and booleans cost
-// nothing beyond their slot, other numbers are boxed in 16 bytes.
+// nothing beyond their slot, other numbers are boxed in 16 bytes, strings
+// take a header besides their text.
 func heldBytes(objs []manifest.Object, errs manifest.ErrorList) int {
 	n := 0
 	for _, o := range objs {
@@ -137,7 +138,12 @@ func valueBytes(v any) int {
 		}
 		return n
 	case string:
-		return len(v)
+		// A string in an interface is a 16-byte header of its own, and
+		// its text, in 8-byte steps of 16 at least; "" costs nothing.
+		if v == "" {
+			return 0
+		}
+		return 16 + max(16, (len(v)+7)&^7)
 	case int64:
 		if v >= 0 && v < 256 {
 			return 0

@@ -195,15 +195,16 @@ func (rs *ignoreRules) selected(obj *unstructured.Unstructured) []bool {
 	return sel
 }
 
-// paths returns the pointers the rules give the object.
-func (ig ignored) paths() []pointer {
-	var out []pointer
-	for id, ok := range ig.sel {
-		if ok {
-			out = append(out, ig.rules.paths[id])
-		}
+// index returns the position token names in a list of n items. Only
+// RFC 6901's form names one, "0" or digits without a leading zero: "01" or
+// "+1" would name the same item as "1" here and another nowhere else (the
+// walk of ignoreTree looks items up by their canonical token).
+func index(token string, n int) (int, bool) {
+	i, err := strconv.Atoi(token)
+	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != token {
+		return 0, false
 	}
-	return out
+	return i, true
 }
 
 // step returns the child of node that token names: a map's key, or a list's
@@ -214,8 +215,8 @@ func step(node any, token string) (any, bool) {
 		v, ok := n[token]
 		return v, ok
 	case []any:
-		i, err := strconv.Atoi(token)
-		if err != nil || i < 0 || i >= len(n) {
+		i, ok := index(token, len(n))
+		if !ok {
 			return nil, false
 		}
 		return n[i], true
@@ -233,26 +234,6 @@ func lookup(obj map[string]any, p pointer) (any, bool) {
 		}
 	}
 	return node, true
-}
-
-// remove deletes the field at p from obj, which the caller owns. Only map
-// keys are removed: a list item named by position stays, as removing it
-// would shift its followers.
-func remove(obj map[string]any, p pointer) (any, bool) {
-	if len(p) == 0 {
-		return nil, false
-	}
-	parent, ok := lookup(obj, p[:len(p)-1])
-	if !ok {
-		return nil, false
-	}
-	m, ok := parent.(map[string]any)
-	if !ok {
-		return nil, false
-	}
-	v, ok := m[p[len(p)-1]]
-	delete(m, p[len(p)-1])
-	return v, ok
 }
 
 // set puts v at p in obj when the field's parent exists in obj.
@@ -278,8 +259,8 @@ func set(obj map[string]any, p pointer, v any) bool {
 func liveAt(desired, live any, p pointer) (any, bool) {
 	for _, t := range p {
 		if list, ok := desired.([]any); ok {
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(list) {
+			i, ok := index(t, len(list))
+			if !ok {
 				return nil, false
 			}
 			want := list[i]
@@ -319,7 +300,7 @@ func nameOf(item any) (string, bool) {
 
 // ignored is what the ignore rules do to one object of the manifest.
 type ignored struct {
-	// sel are the pointers of rules the rules give the object, by id.
+	// sel tells, by id, which of the pointers of rules apply to the object.
 	rules *ignoreRules
 	sel   []bool
 	// seeds are the manifest's values of the ignored fields it sets, in
@@ -442,8 +423,8 @@ func pathIn(set *fieldpath.Set, desired any, p pointer) (fieldpath.Path, bool) {
 			}
 			continue
 		}
-		i, err := strconv.Atoi(t)
-		if err != nil || i < 0 || i >= len(list) || set == nil {
+		i, ok := index(t, len(list))
+		if !ok || set == nil {
 			return nil, false
 		}
 		item := list[i]

@@ -90,7 +90,7 @@ func deployment() *unstructured.Unstructured {
 	})
 }
 
-func TestPathsForMatchesTargets(t *testing.T) {
+func TestIgnoreRulesSelectByTarget(t *testing.T) {
 	rules, errs := compileIgnore([]v1alpha1.IgnoreRule{
 		{Target: v1alpha1.IgnoreTarget{Kind: "Deployment", Name: "web"}, Paths: []string{"/spec/replicas"}},
 		{Target: v1alpha1.IgnoreTarget{Group: "apps", Namespace: "other"}, Paths: []string{"/a"}},
@@ -104,8 +104,19 @@ func TestPathsForMatchesTargets(t *testing.T) {
 	got := rules.strip(deployment()).paths()
 	want := []pointer{{"spec", "replicas"}, {"b"}, {"d"}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("pathsFor = %v, want %v", got, want)
+		t.Errorf("paths = %v, want %v", got, want)
 	}
+}
+
+// paths returns the pointers the rules give the object.
+func (ig ignored) paths() []pointer {
+	var out []pointer
+	for id, ok := range ig.sel {
+		if ok {
+			out = append(out, ig.rules.paths[id])
+		}
+	}
+	return out
 }
 
 // stripIgnored removes paths from obj as rules naming them for every
@@ -133,10 +144,33 @@ func TestCompileIgnoreKeepsEachPointerOnceAndRefusesDeepOnes(t *testing.T) {
 		t.Errorf("errors = %v, want one for the pointer 33 steps deep", errs)
 	}
 	if got, want := rules.strip(deployment()).paths(), []pointer{{"spec", "replicas"}, {"spec", "paused"}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("pathsFor = %v, want %v", got, want)
+		t.Errorf("paths = %v, want %v", got, want)
 	}
 	if _, errs := compileIgnore([]v1alpha1.IgnoreRule{{Paths: []string{"/spec" + strings.Repeat("/0", maxPointerTokens-1)}}}); len(errs) > 0 {
 		t.Errorf("a pointer %d steps deep was refused: %v", maxPointerTokens, errs)
+	}
+}
+
+// A list item is named by its position as RFC 6901 writes it: "00" and "+0"
+// name nothing, wherever they are looked up, rather than item 0 in some
+// places and nothing in others.
+func TestIgnoredListPositionsAreCanonical(t *testing.T) {
+	for _, tok := range []string{"00", "+0", "-0", "01"} {
+		d := deployment()
+		ig := stripIgnored(d, []pointer{{"spec", "template", "spec", "containers", tok, "image"}})
+		if len(ig.seeds) != 0 {
+			t.Errorf("%q named a list item: seeds %v", tok, ig.seeds)
+		}
+		if _, ok := step([]any{"a", "b"}, tok); ok {
+			t.Errorf("step(%q) found an item", tok)
+		}
+		if _, ok := liveAt(d.Object, d.Object, pointer{"spec", "template", "spec", "containers", tok, "image"}); ok {
+			t.Errorf("liveAt(%q) found the field", tok)
+		}
+	}
+	d := deployment()
+	if ig := stripIgnored(d, []pointer{{"spec", "template", "spec", "containers", "0", "image"}}); len(ig.seeds) != 1 {
+		t.Errorf("\"0\" named nothing: seeds %v", ig.seeds)
 	}
 }
 
@@ -171,8 +205,8 @@ func TestStripIgnoredWalksTheObjectOnce(t *testing.T) {
 
 // BenchmarkStripIgnoredHostile strips what a tenant's spec.ignore can name
 // at most, 64 rules of 32 pointers 32 steps deep, from 1,000 objects that
-// hold their parents: one walk of the tree per object, where a walk per
-// pointer took some 600 ms for a quarter of these pointers.
+// hold their parents: one walk of the tree per object, about 20 ms, where a
+// walk per pointer took 8.2 s.
 func BenchmarkStripIgnoredHostile(b *testing.B) {
 	var m strings.Builder
 	for i := range 1000 {

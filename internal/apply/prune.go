@@ -167,7 +167,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 			}
 			patch, err := handoverPatch(live, c.vr)
 			if err != nil {
-				return "", "", err
+				return "", "", fmt.Errorf("build the hand-over patch: %w", err)
 			}
 			denied, err = mayWrite(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name, patch)
 			return denied, grantEscalation, err

@@ -91,7 +91,24 @@ func (r rateLimiterMetric) Observe(_ context.Context, verb string, u url.URL, d 
 }
 
 func (m *clientMetrics) Increment(_ context.Context, code, method, host string) {
-	m.results.WithLabelValues(code, method, m.hosts.of(host)).Inc()
+	h := m.hosts.of(host)
+	if h == "remote" {
+		code = codeClass(code)
+	}
+	m.results.WithLabelValues(code, method, h).Inc()
+}
+
+// codeClass is the class of an HTTP status code ("2xx" for "201"), and
+// keeps client-go's "<error>": a tenant's server may answer with any three
+// digits, and every code would be series of its own.
+func codeClass(code string) string {
+	switch {
+	case code == "<error>":
+		return code
+	case len(code) == 3 && code[0] >= '1' && code[0] <= '5':
+		return code[:1] + "xx"
+	}
+	return "other"
 }
 
 var registerClientMetrics sync.Once
@@ -122,7 +139,7 @@ func newClientMetrics(localHost string) *clientMetrics {
 		rateLimiter: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_rate_limiter_duration_seconds",
 			Help: "Time requests waited for the client-side rate limiter, by verb and host (\"remote\" for every server but the operator's own).", Buckets: buckets}, []string{"verb", "host"}),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
-			Help: "Requests to API servers, by status code, method and host (\"remote\" for every server but the operator's own)."}, []string{"code", "method", "host"}),
+			Help: "Requests to API servers, by status code, method and host (\"remote\" for every server but the operator's own, whose codes count by class: \"2xx\")."}, []string{"code", "method", "host"}),
 		hosts: hostLabel(localHost),
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Tenants name the servers of remote destinations, as many as they like:
-// requests to them share the host label "remote", so that they add no
-// series; the operator's own API server keeps its host.
+// Tenants name the servers of remote destinations, as many as they like,
+// and their servers answer with any status code: requests to them share the
+// host label "remote" and count by the class of their code, so that they add
+// no series; the operator's own API server keeps its host and codes.
 func TestRequestMetricsOfRemoteServersShareOneHost(t *testing.T) {
 	m := newClientMetrics("10.0.0.1:6443")
 	ctx := context.Background()
@@ -20,7 +21,7 @@ func TestRequestMetricsOfRemoteServersShareOneHost(t *testing.T) {
 		host := fmt.Sprintf("cluster-%d.tenant.example:443", i)
 		m.Observe(ctx, "GET", url.URL{Host: host}, time.Millisecond)
 		rateLimiterMetric{m}.Observe(ctx, "GET", url.URL{Host: host}, time.Millisecond)
-		m.Increment(ctx, "200", "GET", host)
+		m.Increment(ctx, fmt.Sprint(200+i), "GET", host)
 	}
 	m.Increment(ctx, "200", "GET", "10.0.0.1:6443")
 	reg := prometheus.NewRegistry()
@@ -42,6 +43,9 @@ func TestRequestMetricsOfRemoteServersShareOneHost(t *testing.T) {
 			for _, l := range s.GetLabel() {
 				if l.GetName() == "host" && l.GetValue() != "remote" && l.GetValue() != "10.0.0.1:6443" {
 					t.Errorf("%s has host %q", f.GetName(), l.GetValue())
+				}
+				if l.GetName() == "code" && l.GetValue() != "2xx" && l.GetValue() != "200" {
+					t.Errorf("%s has code %q", f.GetName(), l.GetValue())
 				}
 			}
 		}

@@ -866,7 +866,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 					},
 					"omitted": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Omitted counts what this status leaves out of what the last reconcile found, to stay within 512 KiB as JSON: the resource is stored whole, manifest included, and etcd refuses one over 1.5 MiB. Past the limit, the oldest corrections of DriftHistory go first, then the last records of Drift, then health messages are shortened. Absent when nothing is left out.",
+							Description: "Omitted counts what this status leaves out of what the last reconcile found, to stay within 512 KiB as JSON, the names of ManagedResources aside (they are the manifest's): the resource is stored whole, manifest included, and etcd refuses one over 1.5 MiB. Past the limit, the oldest corrections of DriftHistory go first, then the last records of Drift, then health messages are shortened. Absent when nothing is left out.",
 							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions"),
 						},
 					},

@@ -348,7 +348,8 @@ type VidraResourceStatus struct {
 	DriftHistory []DriftRecord `json:"driftHistory,omitempty"`
 
 	// Omitted counts what this status leaves out of what the last reconcile
-	// found, to stay within 512 KiB as JSON: the resource is stored whole,
+	// found, to stay within 512 KiB as JSON, the names of ManagedResources
+	// aside (they are the manifest's): the resource is stored whole,
 	// manifest included, and etcd refuses one over 1.5 MiB. Past the limit,
 	// the oldest corrections of DriftHistory go first, then the last
 	// records of Drift, then health messages are shortened. Absent when
