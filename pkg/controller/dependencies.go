@@ -54,9 +54,13 @@ func (c *Controller) wakeDependents(vr *v1alpha1.VidraResource) {
 		return
 	}
 	for _, obj := range objs {
-		if d, ok := obj.(*v1alpha1.VidraResource); ok {
-			c.enqueue(cache.MetaObjectToName(d), TriggerDependency)
+		d, ok := obj.(*v1alpha1.VidraResource)
+		// A dependent in another namespace is refused whatever vr does,
+		// unless such dependencies are allowed.
+		if !ok || d.Namespace != vr.Namespace && !c.opts.AllowCrossNamespaceDependencies {
+			continue
 		}
+		c.enqueue(cache.MetaObjectToName(d), TriggerDependency)
 	}
 }
 

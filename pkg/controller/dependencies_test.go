@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,36 @@ func TestDependencyCycleWalkIsBounded(t *testing.T) {
 	for _, vr := range small {
 		if b := c.checkDependencies(vr); b == nil || b.reason != v1alpha1.ReasonDependencyCycle {
 			t.Errorf("%s blocked %+v; want %s", vr.Name, b, v1alpha1.ReasonDependencyCycle)
+		}
+	}
+}
+
+// A change of a resource's readiness wakes the resources that depend on it,
+// those of other namespaces only when such dependencies are allowed: they
+// are refused otherwise, whatever the resource does, and waking them is
+// work for nothing.
+func TestReadinessWakesDependentsOfOtherNamespacesOnlyWhenAllowed(t *testing.T) {
+	v := newVR("team-a", "v", configMapManifest)
+	w := newVR("team-a", "w", configMapManifest, dependsOn(v1alpha1.DependencyReference{Name: "v"}))
+	y := newVR("team-b", "y", configMapManifest, dependsOn(v1alpha1.DependencyReference{Namespace: "team-a", Name: "v"}))
+	for _, allow := range []bool{false, true} {
+		f := newFixture(t, []*v1alpha1.VidraResource{v, w, y})
+		c := f.newController()
+		c.opts.AllowCrossNamespaceDependencies = allow
+		c.wakeDependents(v)
+		var woken []string
+		for c.queue.Len() > 0 {
+			key, _ := c.queue.Get()
+			woken = append(woken, key.String())
+			c.queue.Done(key)
+		}
+		slices.Sort(woken)
+		want := []string{"team-a/w"}
+		if allow {
+			want = []string{"team-a/w", "team-b/y"}
+		}
+		if !slices.Equal(woken, want) {
+			t.Errorf("cross-namespace dependencies allowed: %v; woken %v, want %v", allow, woken, want)
 		}
 	}
 }

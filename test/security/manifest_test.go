@@ -155,19 +155,7 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.field+"="+tt.value, func(t *testing.T) {
-			vr := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": v1alpha1.SchemeGroupVersion.String(),
-				"kind":       "VidraResource",
-				"metadata":   map[string]any{"name": "crd-rules", "namespace": operatorNamespace},
-				"spec": map[string]any{
-					"manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crd-rules\n",
-					tt.field:   tt.value,
-				},
-			}}
-			// A dry run is validated in full and stores nothing, so the
-			// operator never sees these resources.
-			_, err := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(operatorNamespace).
-				Create(t.Context(), vr, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			err := createDryRun(t, tt.field, tt.value)
 			switch {
 			case tt.accepted && err != nil:
 				t.Errorf("%s %q refused: %v", tt.field, tt.value, err)
@@ -179,6 +167,60 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 				t.Errorf("error %q does not name spec.%s", err, tt.field)
 			case !tt.accepted && !strings.Contains(err.Error(), tt.says):
 				t.Errorf("error %q does not say %q", err, tt.says)
+			case !tt.accepted && strings.Contains(err.Error(), "should match"):
+				t.Errorf("error %q shows a regular expression, not words", err)
+			}
+		})
+	}
+}
+
+// createDryRun creates, as a dry run, a VidraResource of one ConfigMap with
+// spec.field set to value, and returns the API server's answer. A dry run
+// is validated in full and stores nothing, so the operator never sees it.
+func createDryRun(t *testing.T, field string, value any) error {
+	t.Helper()
+	vr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		"kind":       "VidraResource",
+		"metadata":   map[string]any{"name": "crd-rules", "namespace": operatorNamespace},
+		"spec": map[string]any{
+			"manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: crd-rules\n",
+			field:      value,
+		},
+	}}
+	_, err := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.ResourcePlural)).Namespace(operatorNamespace).
+		Create(t.Context(), vr, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// The schema refuses spec.ignore paths that are not JSON pointers or reach
+// deeper than 32 steps, each of which every reconcile would look for in
+// every object, and says so in words.
+func TestCRDRefusesIgnorePathsThatAreNotShallowPointers(t *testing.T) {
+	deep := func(steps int) string { return "/spec" + strings.Repeat("/a", steps-1) }
+	for _, tt := range []struct {
+		path     string
+		accepted bool
+	}{
+		{"/spec/replicas", true},
+		{"/metadata/annotations/example.com~1key", true},
+		{deep(32), true},
+		{deep(33), false},
+		{"spec/replicas", false},
+		{"/a~2b", false},
+		{"", false},
+	} {
+		t.Run(fmt.Sprintf("%.24q", tt.path), func(t *testing.T) {
+			err := createDryRun(t, "ignore", []any{map[string]any{"paths": []any{tt.path}}})
+			switch {
+			case tt.accepted && err != nil:
+				t.Errorf("path %q refused: %v", tt.path, err)
+			case !tt.accepted && err == nil:
+				t.Errorf("path %q accepted, want refused", tt.path)
+			case !tt.accepted && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.ignore[0].paths")):
+				t.Errorf("path %q refused with %v, want Invalid naming spec.ignore[0].paths", tt.path, err)
+			case !tt.accepted && !strings.Contains(err.Error(), "at most 32 steps deep") && tt.path != "":
+				t.Errorf("error %q does not say what a path must be", err)
 			case !tt.accepted && strings.Contains(err.Error(), "should match"):
 				t.Errorf("error %q shows a regular expression, not words", err)
 			}
