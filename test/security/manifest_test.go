@@ -217,8 +217,8 @@ func TestCRDRefusesIgnorePathsThatAreNotShallowPointers(t *testing.T) {
 				t.Errorf("path %q refused: %v", tt.path, err)
 			case !tt.accepted && err == nil:
 				t.Errorf("path %q accepted, want refused", tt.path)
-			case !tt.accepted && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.ignore[0].paths")):
-				t.Errorf("path %q refused with %v, want Invalid naming spec.ignore[0].paths", tt.path, err)
+			case !tt.accepted && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.ignore[0].paths[0]")):
+				t.Errorf("path %q refused with %v, want Invalid naming spec.ignore[0].paths[0]", tt.path, err)
 			case !tt.accepted && !strings.Contains(err.Error(), "at most 32 steps deep") && tt.path != "":
 				t.Errorf("error %q does not say what a path must be", err)
 			case !tt.accepted && strings.Contains(err.Error(), "should match"):

@@ -180,7 +180,7 @@ type IgnoreRule struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.all(p, p.matches('^(/([^~/]|~[01])*){1,32}$'))",message="each path must be a JSON pointer such as /spec/replicas, at most 32 steps deep: a / before each step, and ~ only as ~0 (for ~) or ~1 (for /), as in /metadata/annotations/example.com~1key"
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^(/([^~/]|~[01])*){1,32}$')",message="must be a JSON pointer such as /spec/replicas, at most 32 steps deep: a / before each step, and ~ only as ~0 (for ~) or ~1 (for /), as in /metadata/annotations/example.com~1key"
 	// +listType=atomic
 	// +required
 	Paths []string `json:"paths"`
