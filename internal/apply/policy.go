@@ -85,8 +85,7 @@ const maxPointerTokens = 32
 type ignoreRule struct {
 	target   v1alpha1.IgnoreTarget
 	selector labels.Selector
-	paths    []pointer
-	// ids are those of paths in ignoreRules.paths.
+	// ids are those of the rule's pointers in ignoreRules.paths.
 	ids []int
 }
 
@@ -164,7 +163,6 @@ func compileIgnore(rules []v1alpha1.IgnoreRule) (*ignoreRules, []error) {
 				errs = append(errs, fmt.Errorf("spec.ignore[%d].paths[%d]: the pointer is %d steps deep, more than %d; name a field nearer the top of the object", i, j, len(p), maxPointerTokens))
 				continue
 			}
-			c.paths = append(c.paths, p)
 			c.ids = append(c.ids, out.add(p))
 		}
 		out.rules = append(out.rules, c)

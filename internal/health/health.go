@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // Status is an object's health. Its values are kstatus' statuses, spelled
@@ -40,7 +41,9 @@ const (
 // message can be as long as whoever wrote it liked.
 const MaxMessage = 200
 
-const ellipsis = "…"
+// Ellipsis ends a message cut short, here and where the status is cut to
+// its size.
+const Ellipsis = "…"
 
 // Of returns the health of u and a short message saying why. A nil u is
 // NotFound; an object with a deletionTimestamp is Terminating, whatever its
@@ -121,11 +124,7 @@ func shorten(msg string) string {
 	if len(msg) <= MaxMessage {
 		return msg
 	}
-	cut := MaxMessage - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return strings.TrimRight(msg[:cut], " ") + ellipsis
+	return strings.TrimRight(wording.Cut(msg, MaxMessage-len(Ellipsis), ""), " ") + Ellipsis
 }
 
 func printableASCII(s string) bool {

@@ -587,7 +587,7 @@ func TestMessagesAreShortSingleLines(t *testing.T) {
 		{"exactly the limit", strings.Repeat("a", MaxMessage), strings.Repeat("a", MaxMessage)},
 		{"newlines", "back-off restarting\nfailed container\r\n", "back-off restarting failed container"},
 		{"invalid UTF-8", "bad \xff byte", "bad  byte"},
-		{"long, cut between runes", long, strings.TrimRight(long[:MaxMessage-len(ellipsis)-1], " ") + ellipsis},
+		{"long, cut between runes", long, strings.TrimRight(long[:MaxMessage-len(Ellipsis)-1], " ") + Ellipsis},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := shorten(tc.in)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"unicode/utf8"
 
+	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -81,7 +82,7 @@ func shortenHealthMessages(st *v1alpha1.VidraResourceStatus, need int) int {
 			longest = max(longest, len(m.HealthMessage))
 		}
 	}
-	shortest := len(ellipsis)
+	shortest := len(health.Ellipsis)
 	if longest <= shortest {
 		return 0
 	}
@@ -91,7 +92,7 @@ func shortenHealthMessages(st *v1alpha1.VidraResourceStatus, need int) int {
 		s := 0
 		for i, m := range inv {
 			if len(m.HealthMessage) > n {
-				s += sizes[i] - jsonStringSize(wording.Cut(m.HealthMessage, n, ellipsis))
+				s += sizes[i] - jsonStringSize(wording.Cut(m.HealthMessage, n, health.Ellipsis))
 			}
 		}
 		return s
@@ -103,17 +104,13 @@ func shortenHealthMessages(st *v1alpha1.VidraResourceStatus, need int) int {
 	cut := 0
 	for i := range inv {
 		if len(inv[i].HealthMessage) > n {
-			inv[i].HealthMessage = wording.Cut(inv[i].HealthMessage, n, ellipsis)
+			inv[i].HealthMessage = wording.Cut(inv[i].HealthMessage, n, health.Ellipsis)
 			cut++
 		}
 	}
 	st.ManagedResources = inv
 	return cut
 }
-
-// ellipsis ends a shortened health message, as it ends one that
-// internal/health shortened.
-const ellipsis = "…"
 
 // jsonSize is the length of v in JSON as encoding/json writes it, which is
 // how the API server encodes a custom resource: '<', '>' and '&' are
