@@ -59,15 +59,18 @@ func (e *Engine) readCache(ctx context.Context, pass *Pass, p *planned) (*unstru
 
 // waitListed waits for ref's informer to list when readLive would, and
 // reports whether it has: also when it finished listing since the read
-// that found it still listing.
+// that found it still listing. One look at the informer decides both
+// whether it has listed and how long is left to wait: with two, an
+// informer that finished listing between them was neither.
 func (e *Engine) waitListed(ctx context.Context, ref watchregistry.Ref) bool {
 	if ref.Cluster != destination.LocalCluster {
 		return false
 	}
-	if e.registry.Synced(ref) {
+	snap, ok := e.registry.Snapshot(ref)
+	if ok && snap.State == watchregistry.StateSynced {
 		return true
 	}
-	left := e.listWaitLeft(ref)
+	left := e.listWaitLeft(snap, ok)
 	if left <= 0 {
 		return false
 	}
@@ -76,16 +79,15 @@ func (e *Engine) waitListed(ctx context.Context, ref watchregistry.Ref) bool {
 	return e.registry.WaitForSync(wctx, ref) == nil
 }
 
-// listWaitLeft is how long a read may still wait for ref's informer to
-// list: what is left of cacheSyncWait since the informer started, so that
-// an informer whose list keeps failing (a kind whose conversion webhook is
-// down) delays reconciles for cacheSyncWait once, not at every reconcile,
-// and never holds workers other tenants' resources wait for. Zero when the
-// informer is not listing, or has not started (the registry not running:
-// informers start with it, and stop as Stopped).
-func (e *Engine) listWaitLeft(ref watchregistry.Ref) time.Duration {
-	snap, ok := e.registry.Snapshot(ref)
-	if !ok || snap.State != watchregistry.StatePending || snap.StartedAt.IsZero() {
+// listWaitLeft is how long a read may still wait for the informer snap
+// describes to list: what is left of cacheSyncWait since it started, so
+// that an informer whose list keeps failing (a kind whose conversion
+// webhook is down) delays reconciles for cacheSyncWait once, not at every
+// reconcile, and never holds workers other tenants' resources wait for.
+// Zero when the informer is not listing, or has not started (the registry
+// not running: informers start with it, and stop as Stopped).
+func (e *Engine) listWaitLeft(snap watchregistry.RefSnapshot, tracked bool) time.Duration {
+	if !tracked || snap.State != watchregistry.StatePending || snap.StartedAt.IsZero() {
 		return 0
 	}
 	return min(cacheSyncWait, cacheSyncWait-e.clock.Since(snap.StartedAt))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -905,6 +906,21 @@ func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
 	var order []string
 	c.opts.OnReconcile = func(key cache.ObjectName, _ Trigger, result string) {
 		order = append(order, key.Name+" "+result)
+	}
+	// The ConfigMaps' informer lists first, and its list wakes intact, the
+	// owner of the object it found, as at startup. Waited for here, so that
+	// the wake is not taken for a second putting off when it comes late.
+	ctx := t.Context()
+	if err := c.registry.Track(cache.MetaObjectToName(intact), []watchregistry.Ref{configMapsRef}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.registry.WaitForSync(ctx, configMapsRef); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.queue.Len() == 1, nil
+	}); err != nil {
+		t.Fatalf("the first list woke nobody: %v", err)
 	}
 	// As ShardChanged, or the informers' first lists, queue them; the
 	// intact resource first.
