@@ -77,36 +77,58 @@ func (h *healthWakes) drift() {
 }
 
 // marker is a key of its own, sent through the queue behind everything
-// asked for before it.
-var marker = cache.ObjectName{Namespace: "marker", Name: "marker"}
+// asked for before it; nudge one that is never due in a case.
+var (
+	marker = cache.ObjectName{Namespace: "marker", Name: "marker"}
+	nudge  = cache.ObjectName{Namespace: "marker", Name: "nudge"}
+)
 
 // handedOut returns the triggers of the reconciles of the resource the
-// queue hands out now, as a worker takes them. The delaying queue takes
-// AddAfter's keys in on a goroutine of its own, in the order sent: a marker
-// sent last, due a nanosecond from now, comes out after every key due by
-// now, and before any due later.
+// queue hands out now, as a worker takes them, behind two markers sent
+// through the delaying queue's goroutine one after the other.
+//
+// That goroutine looks at the clock at the top of each turn and hands out
+// every key due by then, in the order due. A marker sent due a nanosecond
+// from now, before the clock steps over it, comes out behind them. But
+// the goroutine may take the marker in after the clock stepped, and hand
+// it out at once, ahead of a key whose timer fired but which it has not
+// handed out yet: it does so at the top of its next turn, before it can
+// take in anything else. A second marker, sent once the first is out,
+// comes out behind every key due by now.
+//
+// It also reads the clock, then sets a timer for the next key due: a step
+// of the clock in between makes the timer late by the step, and the
+// marker would wait for a step the case never takes. Each key sent starts
+// a new turn, so while the queue is empty, a key due in a day nudges it.
 func (h *healthWakes) handedOut() []Trigger {
 	h.t.Helper()
-	h.c.queue.AddAfter(marker, time.Nanosecond)
-	h.clk.Step(time.Nanosecond)
 	var got []Trigger
-	for {
-		err := wait.PollUntilContextTimeout(h.t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return h.c.queue.Len() > 0, nil
-		})
-		if err != nil {
-			h.t.Fatalf("the marker sent through the queue never came out: %v", err)
-		}
-		k, _ := h.c.queue.Get()
-		if k != marker {
-			got = append(got, h.c.takeTrigger(k, h.clk.Now()))
-		}
-		h.c.fair.finished(k)
-		h.c.queue.Done(k)
-		if k == marker {
-			return got
+	for range 2 {
+		h.c.queue.AddAfter(marker, time.Nanosecond)
+		h.clk.Step(time.Nanosecond)
+		for {
+			err := wait.PollUntilContextTimeout(h.t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				if h.c.queue.Len() > 0 {
+					return true, nil
+				}
+				h.c.queue.AddAfter(nudge, 24*time.Hour)
+				return false, nil
+			})
+			if err != nil {
+				h.t.Fatalf("the marker sent through the queue never came out: %v", err)
+			}
+			k, _ := h.c.queue.Get()
+			if k != marker {
+				got = append(got, h.c.takeTrigger(k, h.clk.Now()))
+			}
+			h.c.fair.finished(k)
+			h.c.queue.Done(k)
+			if k == marker {
+				break
+			}
 		}
 	}
+	return got
 }
 
 func (h *healthWakes) expect(when string, want ...Trigger) {
