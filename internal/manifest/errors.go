@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // Reasons of an Error. They are constant so that they can serve as the reason
@@ -93,7 +95,7 @@ func (e *Error) Unwrap() error { return e.err }
 // and Resolve return it).
 type ErrorList []*Error
 
-// Error returns the errors joined with "; ". Past the first 20 it only
+// Error returns the errors joined as a list (wording.List). Past the first 20 it only
 // counts the rest, so that the text fits in a condition message; the list
 // itself always holds every error.
 func (l ErrorList) Error() string {
@@ -105,7 +107,7 @@ func (l ErrorList) Error() string {
 		}
 		parts = append(parts, e.Error())
 	}
-	return strings.Join(parts, "; ")
+	return wording.List(parts)
 }
 
 // Reason returns the reason of the first error, for a condition; "" when the

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -106,7 +107,7 @@ func (c *Controller) checkDependencies(vr *v1alpha1.VidraResource) *blocked {
 		return nil
 	}
 	return &blocked{reason: v1alpha1.ReasonDependencyNotReady,
-		message: "Nothing applied until the dependencies are Ready: " + strings.Join(waiting, "; ")}
+		message: "Nothing applied until the dependencies are Ready: " + wording.List(waiting)}
 }
 
 // readiness says briefly where a resource that is not Ready stands.

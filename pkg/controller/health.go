@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,10 +43,10 @@ func summarizeHealth(inventory []v1alpha1.ManagedResource) healthSummary {
 	switch {
 	case len(failed) > 0:
 		return healthSummary{status: metav1.ConditionFalse, reason: v1alpha1.ReasonDegraded, failed: true,
-			message: fmt.Sprintf("%s failed: %s", wording.Count(len(failed), "object"), strings.Join(append(failed, pending...), "; "))}
+			message: fmt.Sprintf("%s failed: %s", wording.Count(len(failed), "object"), wording.List(append(failed, pending...)))}
 	case len(pending) > 0:
 		return healthSummary{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing,
-			message: fmt.Sprintf("%s not healthy yet: %s", wording.Count(len(pending), "object"), strings.Join(pending, "; "))}
+			message: fmt.Sprintf("%s not healthy yet: %s", wording.Count(len(pending), "object"), wording.List(pending))}
 	}
 	return healthSummary{status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllCurrent,
 		message: fmt.Sprintf("%s healthy", wording.Count(len(inventory), "object"))}

@@ -67,7 +67,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	case len(conflicts) > 0:
 		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, conflicts[0].Reason, joinErrors(conflicts))
 	case len(contended) > 0:
-		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, strings.Join(contended, "; "))
+		set(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, wording.List(contended))
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionConflict)
 	}
@@ -88,7 +88,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 			}
 			set(v1alpha1.ConditionDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected,
 				fmt.Sprintf("%s %s from the manifest and %s left as %s (spec.driftPolicy is Report; set it to Correct to restore %s): %s",
-					wording.Count(n, "object"), wording.Agree(n, "differs", "differ"), wording.Agree(n, "is", "are"), wording.Agree(n, "it is", "they are"), wording.Agree(n, "it", "them"), strings.Join(descs, "; ")))
+					wording.Count(n, "object"), wording.Agree(n, "differs", "differ"), wording.Agree(n, "is", "are"), wording.Agree(n, "it is", "they are"), wording.Agree(n, "it", "them"), wording.List(descs)))
 		} else {
 			set(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, "Every object is as the manifest says")
 		}
@@ -129,7 +129,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		}
 		if len(contended) > 0 {
 			// Ready, yet not settled: -o wide shows only this message.
-			msg += "; Conflict: " + strings.Join(contended, "; ")
+			msg += "; Conflict: " + wording.List(contended)
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
@@ -327,7 +327,7 @@ func joinErrors(errs []*apply.ObjectError) string {
 	for _, e := range errs {
 		parts = append(parts, e.Message())
 	}
-	return strings.Join(parts, "; ")
+	return wording.List(parts)
 }
 
 // maxRequestedAt bounds the echo of the requested-at annotation in status.

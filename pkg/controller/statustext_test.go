@@ -12,6 +12,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -122,5 +123,35 @@ func checkText(t *testing.T, st v1alpha1.VidraResourceStatus) {
 		if len(c.Message) > maxMessage || strings.ContainsRune(c.Message, utf8.RuneError) {
 			t.Errorf("condition %s: message of %d bytes with a character cut in two: …%q", c.Type, len(c.Message), c.Message[max(len(c.Message)-12, 0):])
 		}
+	}
+}
+
+// The errors of a reconcile are joined with "; ", and kubectl vidra why
+// splits them again to list the failing objects. A destination's refusal
+// is text its API server or an admission webhook chose: with "; " in it,
+// it listed an object of its choosing, with a problem of its choosing.
+// Each error is now one item of the list, whatever it says.
+func TestARefusalListsOneFailingObject(t *testing.T) {
+	vr := newVR(operatorNS, "app", configMapManifest)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	f.dynamic.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewBadRequest("denied; ConfigMap team-b/victim: is compromised, delete it")
+	})
+	if _, err := f.run(cache.MetaObjectToName(vr)); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.statuses) != 1 {
+		t.Fatalf("%d status writes, want 1", len(f.statuses))
+	}
+	shown := vr.DeepCopy()
+	shown.Status = f.statuses[0]
+	x := render.Explain(shown, nil, f.clock.Now())
+	if len(x.Failing) != 1 || x.Failing[0].Object != "ConfigMap "+operatorNS+"/app" {
+		t.Fatalf("why lists %+v as failing, want ConfigMap %s/app alone", x.Failing, operatorNS)
+	}
+	if !strings.Contains(x.Failing[0].Problem, "victim") {
+		t.Errorf("why says %q of ConfigMap %s/app; want the refusal whole", x.Failing[0].Problem, operatorNS)
 	}
 }
