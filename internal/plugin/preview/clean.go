@@ -1,8 +1,10 @@
 package preview
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,11 +36,44 @@ func YAML(u *unstructured.Unstructured) (string, error) {
 	if u == nil {
 		return "", nil
 	}
-	b, err := yaml.Marshal(Clean(u).Object)
+	j, err := json.Marshal(Clean(u).Object)
+	if err != nil {
+		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	b, err := yaml.JSONToYAML(escapeC1(j))
 	if err != nil {
 		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return string(b), nil
+}
+
+// escapeC1 writes the C1 controls (U+0080 to U+009F) of JSON text as
+// escapes. JSON leaves them as they are, and the YAML reader that turns
+// JSON into YAML refuses them in its input: an object holding one, which
+// anyone who may write the object can put in a value, could not be shown.
+// Read from an escape, the YAML writer quotes and escapes them in turn.
+// They are only ever in strings: JSON's own syntax is ASCII.
+func escapeC1(j []byte) []byte {
+	var out []byte
+	for i := 0; i < len(j); {
+		r, n := utf8.DecodeRune(j[i:])
+		if r < 0x80 || r > 0x9f {
+			if out != nil {
+				out = append(out, j[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(j)+16), j[:i]...)
+		}
+		out = fmt.Appendf(out, `\u%04x`, r)
+		i += n
+	}
+	if out == nil {
+		return j
+	}
+	return out
 }
 
 // UnifiedDiff returns the unified diff (three lines of context) from

@@ -51,7 +51,7 @@ func TestRenderKeepsHostileTextOffTheTerminal(t *testing.T) {
 	after := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "r", "annotations": map[string]any{"note": "x\u202egnp.exe"}}, "data": map[string]any{"k": "v\x1b[2J\r"}}}
 	// The lines of a diff are the objects' YAML, which writes the control
-	// characters of a value as escapes and refuses the C1 ones; it leaves a
+	// characters of a value as escapes, the C1 ones too; it leaves a
 	// bidirectional override, for Render.
 	next, err := YAML(after)
 	if err != nil {
@@ -60,8 +60,10 @@ func TestRenderKeepsHostileTextOffTheTerminal(t *testing.T) {
 	if !strings.Contains(next, `k: "v\e[2J\r"`) || !strings.Contains(next, "note: x\u202egnp.exe") {
 		t.Errorf("YAML does not write what the test is about:\n%q", next)
 	}
-	if y, err := YAML(&unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "b\u009b31m"}}}); err == nil {
-		t.Errorf("YAML writes a C1 control: %q", y)
+	// An object with a C1 control in a value used to be shown as refused
+	// by the API server: the YAML reader refused it.
+	if y, err := YAML(&unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "b\u009b31m\u0085"}}}); err != nil || y != "data:\n  k: \"b\\x9B31m\\N\"\n" {
+		t.Errorf("YAML of a C1 control: %q, %v; want it escaped", y, err)
 	}
 	checkTerminal(t, "the label", label("live", role))
 	if role.Diff, err = UnifiedDiff("", next, label("live", role), label("vidra", role)); err != nil {
