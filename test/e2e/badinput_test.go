@@ -214,6 +214,41 @@ func TestCRDAndItsCustomResourceInOneManifest(t *testing.T) {
 	waitObject(t, gvr, ns, "w1", "was restored", exists)
 }
 
+// Deleting a CRD deletes every custom resource of its kind, in every
+// namespace, whoever declared them. spec.force recreates an object whose
+// immutable field changed: for a CRD (its scope changed) it only reports
+// the field, unless spec.pruneNamespacesAndCRDs allows deleting it.
+func TestForceDoesNotRecreateACRD(t *testing.T) {
+	ns := namespace(t)
+	const group = "three.e2e.vidra.test"
+	cr := "apiVersion: " + group + "/v1\nkind: Doohickey\nmetadata:\n  name: d1\n"
+	crd := crdManifest(group, "Doohickey")
+	createVR(t, ns, "crdforce", docs(crd, cr))
+	waitReady(t, ns, "crdforce")
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	before, err := dyn.Resource(crds).Get(t.Context(), "doohickeys."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(context.Background(), "doohickeys."+group, metav1.DeleteOptions{}) })
+	updateVR(t, ns, "crdforce", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = docs(strings.Replace(crd, "scope: Namespaced", "scope: Cluster", 1), cr)
+		vr.Spec.Force = true
+	})
+	vr := waitVR(t, ns, "crdforce", "reported the immutable scope", hasCondition(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonImmutableField))
+	if msg := readyMessage(vr); !strings.Contains(msg, "spec.pruneNamespacesAndCRDs") {
+		t.Errorf("message does not say why force did not recreate the CRD: %q", msg)
+	}
+	after, err := dyn.Resource(crds).Get(t.Context(), "doohickeys."+group, metav1.GetOptions{})
+	if err != nil || after.GetUID() != before.GetUID() || after.GetDeletionTimestamp() != nil {
+		t.Fatalf("the CRD was deleted for spec.force (err %v)", err)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "doohickeys"}
+	if _, err := dyn.Resource(gvr).Namespace(ns).Get(t.Context(), "d1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the custom resource of the CRD is gone: %v", err)
+	}
+}
+
 func TestUnknownKindIsRetriedUntilItsCRDAppears(t *testing.T) {
 	ns := namespace(t)
 	cr := "apiVersion: two.e2e.vidra.test/v1\nkind: Gadget\nmetadata:\n  name: g1\n"
