@@ -230,7 +230,9 @@ func TestForceDoesNotRecreateACRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(crds).Delete(context.Background(), "doohickeys."+group, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(crds).Delete(context.Background(), "doohickeys."+group, metav1.DeleteOptions{})
+	})
 	updateVR(t, ns, "crdforce", func(vr *v1alpha1.VidraResource) {
 		vr.Spec.Manifest = docs(strings.Replace(crd, "scope: Namespaced", "scope: Cluster", 1), cr)
 		vr.Spec.Force = true
