@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
@@ -175,7 +177,8 @@ func (e *Engine) event(vr *v1alpha1.VidraResource, warning bool, reason, format 
 	if warning {
 		t = corev1.EventTypeWarning
 	}
-	e.recorder.Eventf(vr, t, reason, format, args...)
+	// Cut as the controller's Events are.
+	e.recorder.Event(vr, t, reason, wording.Message(fmt.Sprintf(format, args...)))
 }
 
 // ObjectKey identifies a managed object across API versions of its group.

@@ -5,6 +5,13 @@ import (
 	"unicode/utf8"
 )
 
+// MaxMessage bounds the messages of conditions and Events: etcd objects
+// have a size limit, and people read only the start anyway.
+const MaxMessage = 4096
+
+// Message is s cut to MaxMessage, with "..." where it was cut.
+func Message(s string) string { return Cut(s, MaxMessage, "...") }
+
 // Cut returns s as valid UTF-8 of at most n bytes: s itself when it fits,
 // else its start and then end (an ellipsis, "..." or "…"), the start cut
 // at a character boundary; n must leave room for end. Each run of bytes

@@ -34,6 +34,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
@@ -408,6 +409,16 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
+// loggedErr is err as a log line says it: a reconcile's error joins those
+// of up to 1,000 objects, each quoting what a destination answered, and
+// the status already holds them.
+func loggedErr(err error) error {
+	if msg := err.Error(); len(msg) > wording.MaxMessage {
+		return errors.New(wording.Message(msg))
+	}
+	return err
+}
+
 // reconcileContext carries the reconcile's logger, and for a reconcile a
 // person asked for, the request that a remote destination prove it answers.
 func reconcileContext(ctx context.Context, key cache.ObjectName, trigger Trigger) context.Context {
@@ -453,11 +464,11 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 		}
 		return
 	case apierrors.IsConflict(err):
-		logger.V(4).Info("Reconcile hit a conflict, retrying with backoff", "err", err)
+		logger.V(4).Info("Reconcile hit a conflict, retrying with backoff", "err", loggedErr(err))
 	case c.queue.NumRequeues(key) >= c.opts.MaxRetries && res.requeueAfter > 0:
 		// The periodic re-check brings the resource back; until then the
 		// failure is in its status for a person to see.
-		utilruntime.HandleErrorWithContext(ctx, err, "Giving up retries of VidraResource until its next interval", "retries", c.queue.NumRequeues(key), "interval", res.requeueAfter)
+		utilruntime.HandleErrorWithContext(ctx, loggedErr(err), "Giving up retries of VidraResource until its next interval", "retries", c.queue.NumRequeues(key), "interval", res.requeueAfter)
 		c.queue.Forget(key)
 		c.enqueueAfter(key, res.requeueTrigger, res.requeueAfter)
 		return
@@ -465,7 +476,7 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 		// Without an interval to bring it back (a deletion, or interval 0)
 		// a dropped key would wait for someone to edit the resource: keep
 		// retrying, the backoff capped at 5 minutes.
-		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", err, "retries", c.queue.NumRequeues(key))
+		logger.V(2).Info("Reconcile failed, retrying with backoff", "err", loggedErr(err), "retries", c.queue.NumRequeues(key))
 	}
 	// What AddRateLimited does, with the retry recorded as due when the
 	// queue hands the key out again: recorded as due now, a reconcile woken
@@ -924,7 +935,10 @@ func (c *Controller) event(vr *v1alpha1.VidraResource, warning bool, reason, for
 	if warning {
 		t = corev1.EventTypeWarning
 	}
-	c.recorder.Eventf(vr, t, reason, format, args...)
+	// One message: whatever its arguments quote (a remote server's
+	// errors, a thousand names), an Event is a few KiB, and client-go's
+	// correlator keys its cache of Events by their messages.
+	c.recorder.Event(vr, t, reason, wording.Message(fmt.Sprintf(format, args...)))
 }
 
 // dropManagedFields keeps VidraResources small in the informer cache: Vidra

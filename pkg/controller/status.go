@@ -16,9 +16,8 @@ import (
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// maxMessage bounds condition messages; etcd objects have a size limit and
-// people read only the start anyway.
-const maxMessage = 4096
+// maxMessage bounds condition messages (see wording.MaxMessage).
+const maxMessage = wording.MaxMessage
 
 // maxDriftRecords bounds status.drift; the Drifted condition counts all.
 const maxDriftRecords = 100
@@ -346,7 +345,7 @@ func handledRequest(v string) string { return wording.Cut(v, maxRequestedAt, "..
 // at a character boundary: a character cut in two would read back from
 // the API server as another, and the status would be written again on
 // every reconcile.
-func truncate(s string) string { return wording.Cut(s, maxMessage, "...") }
+func truncate(s string) string { return wording.Message(s) }
 
 // metadataOnly asks the API server to answer a write with the object's
 // metadata alone: Vidra reads nothing of the answer to a status write, and

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,23 @@ func TestARefusalListsOneFailingObject(t *testing.T) {
 	}
 	if !strings.Contains(x.Failing[0].Problem, "victim") {
 		t.Errorf("why says %q of ConfigMap %s/app; want the refusal whole", x.Failing[0].Problem, operatorNS)
+	}
+}
+
+// An Event quotes what its reconcile met: the errors of up to 1,000
+// objects, each quoting its destination, or names by the thousand. Each
+// Event is cut as a condition's message is, whatever its arguments.
+func TestEventsAreCutAsMessagesAre(t *testing.T) {
+	vr := newVR(operatorNS, "app", configMapManifest)
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	c := f.newController()
+	c.event(vr, true, "CleanupSkipped", "left as they are: %v", errors.New(strings.Repeat("é", 30000)))
+	e := <-f.recorder.Events
+	if len(e) > maxMessage+len("Warning CleanupSkipped ") || !utf8.ValidString(e) || !strings.HasSuffix(e, "...") {
+		t.Errorf("an Event of %d bytes: %.80q", len(e), e)
+	}
+	// The log line of a failed reconcile says its error as long at most.
+	if n := len(loggedErr(errors.New(strings.Repeat("é", 30000))).Error()); n > maxMessage {
+		t.Errorf("a reconcile's error is logged in %d bytes", n)
 	}
 }
