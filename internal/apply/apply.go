@@ -397,13 +397,23 @@ func mapped(objs []*planned) []*planned {
 func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned) {
 	seen := map[schema.GroupVersionResource]bool{}
 	var refs []watchregistry.Ref
+	objects := make(map[WatchedObject]bool, len(objs))
 	for _, p := range objs {
-		if p.gvr.Empty() || seen[p.gvr] {
+		if p.gvr.Empty() {
+			continue
+		}
+		objects[WatchedObject{GVR: p.gvr, Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()}] = true
+		if seen[p.gvr] {
 			continue
 		}
 		seen[p.gvr] = true
 		refs = append(refs, watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr})
 	}
+	// Before the informers start: their first lists wake the owners of
+	// what they find.
+	e.mu.Lock()
+	pass.st.objects = objects
+	e.mu.Unlock()
 	if err := e.registry.Track(pass.key, refs); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -51,6 +52,10 @@ type resourceState struct {
 	// Read by the informers' goroutines, under the engine's mu.
 	watched      string
 	watchedKnown bool
+	// objects are the objects of the manifest the last reconcile had
+	// watched: only their events speak for the resource (WakesFrom).
+	// Read by the informers' goroutines, under the engine's mu.
+	objects map[WatchedObject]bool
 	// claimsAs is the identity the claims were made with on claimsCluster:
 	// an object is handed over only when it may manage it (mayManage).
 	claimsAs claimIdentity
@@ -131,16 +136,27 @@ func (e *Engine) stateFor(key cache.ObjectName, uid types.UID) *resourceState {
 // marks of the VidraResource of key and uid, may wake it. A tenant's own
 // API server can send objects with the marks of any resource, whose UID is
 // no secret (its objects carry it): only the cluster the resource's objects
-// are watched on speaks for them. A resource not reconciled since the
-// operator started is woken by any, and reconciled once anyway.
-func (e *Engine) WakesFrom(key cache.ObjectName, uid types.UID, cluster string) bool {
+// are watched on speaks for them. On that cluster too, anyone who may
+// label an object can copy the marks of a resource that placed an object
+// in their namespace: only the objects of the resource's manifest wake it,
+// else every edit of a copy would reconcile another tenant's resource. A
+// resource not reconciled since the operator started is woken by any, and
+// reconciled once anyway.
+func (e *Engine) WakesFrom(key cache.ObjectName, uid types.UID, cluster string, obj WatchedObject) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.states[key]
 	if st == nil || st.uid != uid || !st.watchedKnown {
 		return true
 	}
-	return st.watched == cluster
+	return st.watched == cluster && (st.objects == nil || st.objects[obj])
+}
+
+// WatchedObject names an object as its watch event does: by the resource
+// its informer watches, its namespace and its name.
+type WatchedObject struct {
+	GVR             schema.GroupVersionResource
+	Namespace, Name string
 }
 
 // setClaims records the objects of r's manifest that another resource owns,

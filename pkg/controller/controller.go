@@ -867,7 +867,8 @@ func (c *Controller) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 		return nil
 	}
 	key := cache.MetaObjectToName(vr)
-	if !c.engine.WakesFrom(key, vr.UID, ev.Ref.Cluster) {
+	obj := apply.WatchedObject{GVR: ev.Ref.GVR, Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()}
+	if !c.engine.WakesFrom(key, vr.UID, ev.Ref.Cluster, obj) {
 		return nil
 	}
 	return []cache.ObjectName{key}

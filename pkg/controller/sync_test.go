@@ -1005,4 +1005,14 @@ func TestOnlyTheWatchedClusterWakesAResource(t *testing.T) {
 	if got := c.ownerOf(event(forged)); len(got) != 0 {
 		t.Errorf("an event of another cluster, with the resource's marks, woke %v; want nothing", got)
 	}
+	// On the cluster watched, a tenant may copy the marks of a resource
+	// that placed an object in its namespace onto objects of its own.
+	for _, at := range []cache.ObjectName{{Namespace: "team-b", Name: "app"}, {Namespace: operatorNS, Name: "copy"}} {
+		copied := event(destination.LocalCluster)
+		copied.Object.SetNamespace(at.Namespace)
+		copied.Object.SetName(at.Name)
+		if got := c.ownerOf(copied); len(got) != 0 {
+			t.Errorf("an event of %s, not in the manifest, with the resource's marks, woke %v; want nothing", at, got)
+		}
+	}
 }
