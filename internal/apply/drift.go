@@ -117,7 +117,7 @@ func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now
 				if err != nil {
 					continue
 				}
-				if fp, ok := pathIn(set, p.obj.Object, ptr); ok && hasPrefix(set, fp) {
+				if fp, ok := pathIn(set, p.obj.Object, ptr, nil); ok && hasPrefix(set, fp) {
 					return boundedManager(e.Manager), timeOr(e.Time, now)
 				}
 			}

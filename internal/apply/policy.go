@@ -402,8 +402,12 @@ func (ig ignored) withIgnored(obj, manifestObj map[string]any, live *unstructure
 
 // pathIn converts p, with positions of desired's lists, to the path of the
 // same field in set, a field set of the live object: a list item is the
-// element of set whose key fields or value match desired's item.
-func pathIn(set *fieldpath.Set, desired any, p pointer) (fieldpath.Path, bool) {
+// element of set whose key fields or value match desired's item. lists,
+// when not nil, is shared by the calls on one set (see listLookups).
+func pathIn(set *fieldpath.Set, desired any, p pointer, lists *listLookups) (fieldpath.Path, bool) {
+	if lists == nil {
+		lists = newListLookups()
+	}
 	var out fieldpath.Path
 	for k, t := range p {
 		list, isList := desired.([]any)
@@ -426,31 +430,123 @@ func pathIn(set *fieldpath.Set, desired any, p pointer) (fieldpath.Path, bool) {
 			return nil, false
 		}
 		item := list[i]
-		var found *fieldpath.PathElement
-		match := func(pe fieldpath.PathElement) {
-			if found != nil {
-				return
-			}
-			m, _ := item.(map[string]any)
-			switch {
-			case pe.Key != nil && m != nil && keyMatches(m, *pe.Key),
-				pe.Value != nil && item != nil && value.Equals(value.NewValueInterface(item), *pe.Value),
-				pe.Index != nil && *pe.Index == i:
-				found = &pe
-			}
-		}
-		set.Children.Iterate(match)
-		if k == len(p)-1 {
-			set.Members.Iterate(match)
-		}
-		if found == nil {
+		found, ok := lists.find(set, item, i, k == len(p)-1)
+		if !ok {
 			return nil, false
 		}
-		out = append(out, *found)
+		out = append(out, found)
 		desired = item
-		set, _ = set.Children.Get(*found)
+		set, _ = set.Children.Get(found)
 	}
 	return out, true
+}
+
+// listLookups finds the element of a field set's list that names an item
+// of the desired list. A list's elements are its items' keys, values or
+// positions, sorted: the element an item would have is built from the item
+// and looked up, the kinds of element of each list read once. Only when
+// that finds nothing are the list's elements looked through, within
+// maxListScan for all the lookups on one set. Looked through for each
+// pointer, a list a hand-edit manager owns of 20,000 items and 2,048
+// pointers into it took 2.8 s for one object, at every reconcile of it.
+type listLookups struct {
+	kinds  map[*fieldpath.Set]listKinds
+	budget int
+}
+
+// listKinds are the kinds of element a list of a field set holds: the key
+// fields of its keyed elements (those of the first), values, positions.
+type listKinds struct {
+	keyNames        []string
+	values, indices bool
+}
+
+// maxListScan bounds the elements that look-throughs visit per set: a
+// look-through is for elements a lookup cannot build, which no list of
+// the API server's own making has.
+const maxListScan = 1 << 20
+
+func newListLookups() *listLookups {
+	return &listLookups{kinds: map[*fieldpath.Set]listKinds{}, budget: maxListScan}
+}
+
+func (l *listLookups) kindsOf(set *fieldpath.Set) listKinds {
+	if k, ok := l.kinds[set]; ok {
+		return k
+	}
+	var k listKinds
+	note := func(pe fieldpath.PathElement) {
+		switch {
+		case pe.Key != nil && k.keyNames == nil:
+			for _, f := range *pe.Key {
+				k.keyNames = append(k.keyNames, f.Name)
+			}
+		case pe.Value != nil:
+			k.values = true
+		case pe.Index != nil:
+			k.indices = true
+		}
+	}
+	set.Children.Iterate(note)
+	set.Members.Iterate(note)
+	l.kinds[set] = k
+	return k
+}
+
+// find returns the element of set, a list, naming item, the i-th item of
+// the desired list; among its members too when last.
+func (l *listLookups) find(set *fieldpath.Set, item any, i int, last bool) (fieldpath.PathElement, bool) {
+	kinds := l.kindsOf(set)
+	m, _ := item.(map[string]any)
+	var built []fieldpath.PathElement
+	if m != nil && kinds.keyNames != nil {
+		key := make(value.FieldList, 0, len(kinds.keyNames))
+		for _, n := range kinds.keyNames {
+			v, ok := m[n]
+			if !ok {
+				key = nil
+				break
+			}
+			key = append(key, value.Field{Name: n, Value: value.NewValueInterface(v)})
+		}
+		if key != nil {
+			key.Sort()
+			built = append(built, fieldpath.PathElement{Key: &key})
+		}
+	}
+	if kinds.values && item != nil {
+		v := value.NewValueInterface(item)
+		built = append(built, fieldpath.PathElement{Value: &v})
+	}
+	if kinds.indices {
+		built = append(built, fieldpath.PathElement{Index: &i})
+	}
+	for _, pe := range built {
+		if _, ok := set.Children.Get(pe); ok || (last && set.Members.Has(pe)) {
+			return pe, true
+		}
+	}
+	var found *fieldpath.PathElement
+	match := func(pe fieldpath.PathElement) {
+		if found != nil || l.budget <= 0 {
+			return
+		}
+		l.budget--
+		switch {
+		case pe.Key != nil && m != nil && keyMatches(m, *pe.Key),
+			pe.Value != nil && item != nil && value.Equals(value.NewValueInterface(item), *pe.Value),
+			pe.Index != nil && *pe.Index == i:
+			found = &pe
+		}
+	}
+	set.Children.Iterate(match)
+	if last {
+		set.Members.Iterate(match)
+	}
+	if found == nil {
+		return fieldpath.PathElement{}, false
+	}
+	return *found, true
 }
 
 // without returns set without the fields ig ignores and those below them.
@@ -459,11 +555,12 @@ func without(set *fieldpath.Set, desired map[string]any, ig ignored) *fieldpath.
 		return set
 	}
 	excl := &fieldpath.Set{}
+	lists := newListLookups()
 	for id, ok := range ig.sel {
 		if !ok {
 			continue
 		}
-		if fp, ok := pathIn(set, desired, ig.rules.paths[id]); ok {
+		if fp, ok := pathIn(set, desired, ig.rules.paths[id], lists); ok {
 			excl.Insert(fp)
 		}
 	}
