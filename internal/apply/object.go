@@ -153,22 +153,21 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 	}
 
 	resp, err := e.applyMeta(ctx, pass, p, live)
-	if err != nil && isImmutable(err) && (pass.VR.Spec.Force || p.policy.force) && live != nil &&
-		holdsOthers(p.key) && !pass.VR.Spec.PruneNamespacesAndCRDs {
-		// Deleting a CRD deletes every custom resource of its kind, in
-		// every namespace and whoever declared them; deleting a Namespace,
-		// everything in it. Force recreates such an object only where a
-		// prune may delete it.
-		held := "every custom resource of its kind"
-		if p.key.kind == "Namespace" {
-			held = "everything in it"
-		}
-		e.metrics.Applies.WithLabelValues("error").Inc()
-		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonImmutableField, Err: fmt.Errorf(
-			"%w (spec.force does not recreate a %s, which would delete %s, unless spec.pruneNamespacesAndCRDs is true)",
-			err, p.key.kind, held)}
-	}
 	if err != nil && isImmutable(err) && (pass.VR.Spec.Force || p.policy.force) && live != nil {
+		if deleteRefused(pass.VR, p.key) {
+			// Deleting a CRD deletes every custom resource of its kind,
+			// in every namespace and whoever declared them; deleting a
+			// Namespace, everything in it. Force recreates such an object
+			// only where a prune may delete it.
+			held := "every custom resource of its kind"
+			if p.key.kind == "Namespace" {
+				held = "everything in it"
+			}
+			e.metrics.Applies.WithLabelValues("error").Inc()
+			return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonImmutableField, Err: fmt.Errorf(
+				"%w (spec.force does not recreate a %s, which would delete %s, unless spec.pruneNamespacesAndCRDs is true)",
+				err, p.key.kind, held)}
+		}
 		logger.Info("Recreating object to change an immutable field (spec.force)")
 		if err := e.recreate(ctx, pass, p, live); err != nil {
 			return fail(err)

@@ -77,7 +77,7 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 		if desired[key] {
 			continue
 		}
-		refuse := doPrune && holdsOthers(key) && !pass.VR.Spec.PruneNamespacesAndCRDs
+		refuse := doPrune && deleteRefused(pass.VR, key)
 		what, err := e.letGo(ctx, pass.Target, pass.VR, m, doPrune, refuse)
 		if err != nil {
 			e.metrics.Prunes.WithLabelValues("error").Inc()
@@ -111,6 +111,13 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 // CustomResourceDefinition its custom resources.
 func holdsOthers(k ObjectKey) bool {
 	return (k.group == "" && k.kind == "Namespace") || (k.group == "apiextensions.k8s.io" && k.kind == "CustomResourceDefinition")
+}
+
+// deleteRefused reports whether vr may not delete the object of k to prune
+// or to recreate it: a Namespace or CRD, unless spec.pruneNamespacesAndCRDs
+// allows it.
+func deleteRefused(vr *v1alpha1.VidraResource, k ObjectKey) bool {
+	return holdsOthers(k) && !vr.Spec.PruneNamespacesAndCRDs
 }
 
 // letGo deletes one managed object (del) or strips Vidra's marks from it.
