@@ -362,6 +362,54 @@ func TestTenantCannotFillTheOperatorsCachesByLabellingObjects(t *testing.T) {
 	}
 }
 
+// Anyone who may label objects in a namespace where a resource placed one
+// can copy its marks, UID included, onto objects of their own. Editing
+// such a copy in a loop must not keep that resource reconciling; its own
+// object still wakes it.
+func TestEditingACopyOfAManagedObjectDoesNotWakeItsResource(t *testing.T) {
+	ns := tenant(t)
+	createVR(t, ns, "app", ownershipConfigMap("app", map[string]string{"k": "v"}), asServiceAccount("deployer"))
+	waitVR(t, ns, "app", "became Ready", isReady)
+	ctx := t.Context()
+	managed, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := vidraOp.Controller.Registry()
+	unmapped := func() uint64 { return reg.Stats().Filtered[watchregistry.FilterUnmapped] }
+	unmappedBefore := unmapped()
+
+	copied := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "copy", Labels: managed.Labels, Annotations: managed.Annotations}, Data: map[string]string{"n": "0"}}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, copied, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const edits = 10
+	for i := 1; i <= edits; i++ {
+		copied.Data["n"] = fmt.Sprint(i)
+		if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, copied, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every event of the copy, its creation and each edit, was handled and
+	// mapped to no one: an event that woke the resource is not counted.
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return unmapped()-unmappedBefore >= edits+1, nil
+	}); err != nil {
+		t.Fatalf("%d of the copy's %d events were handled as waking no one, want all", unmapped()-unmappedBefore, edits+1)
+	}
+
+	// Its own object still wakes it.
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal("the deleted object of the resource was never restored")
+	}
+}
+
 // A resource whose destination moves to another cluster must not forget
 // the objects it left on the previous one: they are pruned there first.
 func TestMovedDestinationCleansUpThePreviousCluster(t *testing.T) {
