@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		DriftDetected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_drift_detected_total",
-			Help: "Changes of managed objects by someone else that Vidra found, corrected or (driftPolicy Report) reported, by kind (at most 64) and by the field manager that made them (at most 32 names; later ones, and those of either over 128 bytes, are \"other\").",
+			Help: "Changes of managed objects by someone else that Vidra found, corrected or (driftPolicy Report) reported, by kind (at most 64) and by the field manager that made them (at most 32 names, each cut to 128 bytes; later ones, and kinds over 128 bytes, are \"other\").",
 		}, []string{"kind", "manager"}),
 		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_applies_total",

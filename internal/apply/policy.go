@@ -77,7 +77,7 @@ var protectedPaths = []pointer{
 
 // maxPointerTokens bounds how deep a spec.ignore pointer reaches. The
 // fields people hand to others sit a few levels down (an env value of a
-// container of a pod template is seven); every reconcile looks for each
+// container of a pod template is eight); every reconcile looks for each
 // pointer in each object of the manifest, so depth is work.
 const maxPointerTokens = 32
 
