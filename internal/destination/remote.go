@@ -173,7 +173,9 @@ type remotes struct {
 	informers map[string]*secretInformer
 	entries   map[remoteKey]*remote
 	users     map[cache.ObjectName]*usage
-	access    map[accessKey]accessCheck
+	// access remembers successful checks of access to kubeconfig Secrets,
+	// the maxAccessChecks used last.
+	access *accessCache
 	// budgets bound the caches of each namespace's remote clusters.
 	budgets map[string]*watchregistry.Budget
 	// wakes holds the end of the hold after which the resources of a
@@ -195,7 +197,7 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		informers: map[string]*secretInformer{},
 		entries:   map[remoteKey]*remote{},
 		users:     map[cache.ObjectName]*usage{},
-		access:    map[accessKey]accessCheck{},
+		access:    newAccessCache(maxAccessChecks),
 		budgets:   map[string]*watchregistry.Budget{},
 		wakes:     map[remoteKey]time.Time{},
 	}
@@ -311,7 +313,8 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 // operator reads every Secret it is given, and must not read one for a
 // tenant who could not. A success is remembered for the Secret's version,
 // for accessRecheck at most, so that it costs one request per Secret
-// change, not one per reconcile.
+// change, not one per reconcile; of the maxAccessChecks remembered, the
+// least recently used gives way, and is checked again when next needed.
 func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *metav1.PartialObjectMetadata) error {
 	if sa == "" {
 		return nil
@@ -320,9 +323,9 @@ func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *m
 	ak := accessKey{user: user, secret: cache.MetaObjectToName(meta)}
 	now := r.clock.Now()
 	r.mu.Lock()
-	prev, ok := r.access[ak]
+	ok := r.access.allowed(ak, meta.ResourceVersion, now)
 	r.mu.Unlock()
-	if ok && prev.rv == meta.ResourceVersion && now.Sub(prev.at) < accessRecheck {
+	if ok {
 		return nil
 	}
 	as, err := r.local.as(namespace, sa)
@@ -330,6 +333,14 @@ func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *m
 		return err
 	}
 	_, err = as.meta.Resource(secretsResource).Namespace(meta.Namespace).Get(ctx, meta.Name, metav1.GetOptions{})
+	r.mu.Lock()
+	if err == nil {
+		r.access.add(ak, accessCheck{rv: meta.ResourceVersion, at: now}, now)
+	} else {
+		// An outdated check that failed again is of no more use.
+		r.access.remove(ak)
+	}
+	r.mu.Unlock()
 	switch {
 	case apierrors.IsForbidden(err):
 		return &forbiddenSecretError{msg: fmt.Sprintf(
@@ -340,9 +351,6 @@ func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *m
 	case err != nil:
 		return fmt.Errorf("check that ServiceAccount %s/%s may get Secret %s/%s: %w", namespace, sa, meta.Namespace, meta.Name, err)
 	}
-	r.mu.Lock()
-	r.access[ak] = accessCheck{rv: meta.ResourceVersion, at: now}
-	r.mu.Unlock()
 	return nil
 }
 
@@ -861,11 +869,7 @@ func (r *remotes) secretChanged(namespace, name string, labelled, deleted bool) 
 		}
 	}
 	if deleted {
-		for ak := range r.access {
-			if ak.secret.Namespace == namespace && ak.secret.Name == name {
-				delete(r.access, ak)
-			}
-		}
+		r.access.forgetSecret(cache.ObjectName{Namespace: namespace, Name: name})
 		for rk := range r.entries {
 			if rk.secret.Namespace == namespace && rk.secret.Name == name {
 				r.entries[rk].dropClients()
