@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/manifest"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -111,6 +114,9 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		// The schema refuses it; a resource it did not validate must not
 		// fall back to correcting what its owner asked to be reported.
 		ierrs = append(ierrs, fmt.Errorf("spec.driftPolicy: %q is not a drift policy: want Correct or Report", vr.Spec.DriftPolicy))
+	}
+	if err := checkDefaultNamespace(vr); err != nil {
+		ierrs = append(ierrs, err)
 	}
 	if len(perrs) > 0 || len(ierrs) > 0 {
 		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(perrs)...)
@@ -290,6 +296,24 @@ func DefaultNamespace(vr *v1alpha1.VidraResource) string {
 		return vr.Spec.Destination.Namespace
 	}
 	return vr.Namespace
+}
+
+// checkDefaultNamespace refuses a spec.destination.namespace that is not a
+// namespace name. The schema refuses it already; a resource stored before
+// it did, or by a client that skips validation, must not reach a request:
+// a namespace becomes a segment of a request's path, and "a/b/../c" would
+// make it another path, such as a service's proxy, asked with whatever
+// identity makes the request.
+func checkDefaultNamespace(vr *v1alpha1.VidraResource) error {
+	ns := vr.Spec.Destination.Namespace
+	if ns == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("spec.destination.namespace: %q is not a namespace name (%s): name a namespace such as demo, or leave it empty for the resource's own",
+			wording.Cut(ns, 80, "..."), strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // applyStage applies objects in order, stopping at nothing but the

@@ -355,7 +355,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	// in case a first reconcile created them and stopped before writing its
 	// status.
 	unrecorded := map[ObjectKey]bool{}
-	if objs, errs := e.parsed.parse(cache.MetaObjectToName(vr), vr); len(errs) == 0 && declared {
+	if objs, errs := e.parsed.parse(cache.MetaObjectToName(vr), vr); len(errs) == 0 && declared && checkDefaultNamespace(vr) == nil {
 		inv := inventorySet(items)
 		for _, o := range objs {
 			u := mark(o.Object, vr)

@@ -68,6 +68,12 @@ type Target struct {
 // often deleted with the namespace, before the resource's cleanup runs. An
 // error (the namespace gone, or unreadable) counts as not being deleted.
 func (t *Target) NamespaceDeleting(ctx context.Context, ns string) bool {
+	// The metadata client puts ns in the request's path unchecked: a name
+	// that is none ("kube-system/services/x:443/proxy") would make the
+	// operator's identity ask another path.
+	if len(validation.IsDNS1123Label(ns)) > 0 {
+		return false
+	}
 	obj, err := t.own.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
 	return err == nil && obj.GetDeletionTimestamp() != nil
 }

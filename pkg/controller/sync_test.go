@@ -434,6 +434,14 @@ func withoutFinalizer(vr *v1alpha1.VidraResource) { vr.Finalizers = nil }
 
 func suspended(vr *v1alpha1.VidraResource) { vr.Spec.Suspend = true }
 
+// proxyPath is a spec.destination.namespace that would make a request's
+// path that of a service's proxy.
+const proxyPath = "kube-system/services/https:metrics-server:443/proxy/x"
+
+func toNamespace(ns string) func(*v1alpha1.VidraResource) {
+	return func(vr *v1alpha1.VidraResource) { vr.Spec.Destination.Namespace = ns }
+}
+
 func deleting(vr *v1alpha1.VidraResource) {
 	vr.DeletionTimestamp = &metav1.Time{Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 }
@@ -779,6 +787,29 @@ func TestSyncDecisions(t *testing.T) {
 				finalizerPatch(newVR(operatorNS, "gone", "")),
 			},
 			wantEvents: []string{"Normal Deleted Deleted 0 managed objects"},
+		},
+		{
+			name:        "a destination namespace that is not a namespace name is refused before any request",
+			vr:          newVR(operatorNS, "proxied", configMapManifest, toNamespace(proxyPath)),
+			wantActions: []string{"update vidraresources/status vidra-system/proxied"},
+			wantStatus: &wantStatus{
+				conditions: []cond{
+					{v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied},
+					{v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidManifest},
+					{v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidManifest},
+				},
+				deployState: v1alpha1.DeployStateFailed, readyMessage: "spec.destination.namespace: \"kube-system/services/",
+			},
+			wantEvents: []string{"Warning InvalidManifest spec.destination.namespace: \"kube-system/services/"},
+			wantResult: interval,
+		},
+		{
+			// The namespace would be a segment of the path of the request
+			// that asks whether it is being deleted, made as the operator.
+			name:        "deleting a resource whose destination namespace is not a namespace name asks for nothing at that path",
+			vr:          newVR(operatorNS, "proxied", configMapManifest, toNamespace(proxyPath), deleting),
+			wantActions: []string{finalizerPatch(newVR(operatorNS, "proxied", ""))},
+			wantEvents:  []string{"Normal Deleted Deleted 0 managed objects"},
 		},
 		{
 			name: "a deletion that runs out of the reconcile's time keeps the finalizer, says how far it got, and is retried",

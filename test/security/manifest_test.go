@@ -174,6 +174,52 @@ func TestCRDRefusesTooShortIntervalAndBadServiceAccountName(t *testing.T) {
 	}
 }
 
+// The names a resource gives of a namespace or a Secret end up in the paths
+// of requests; the schema refuses any that is not a name ("../nodes/x/proxy"
+// would be another path) and says so in words. The code refuses them too,
+// for resources stored before the schema did (TestSyncDecisions).
+func TestCRDRefusesNamesThatAreNotNames(t *testing.T) {
+	tests := []struct {
+		name, field string
+		value       any
+		accepted    bool
+		// refused is the path of the refused field; says, a part of the
+		// refusal's message a person can act on.
+		refused, says string
+	}{
+		{"a service's proxy", "destination", map[string]any{"namespace": "kube-system/services/https:metrics-server:443/proxy/x"}, false,
+			"spec.destination.namespace", "must be the name of a namespace, such as demo"},
+		{"a parent path", "destination", map[string]any{"namespace": "../nodes/n:10250/proxy"}, false, "spec.destination.namespace", "lowercase letters"},
+		{"a namespace", "destination", map[string]any{"namespace": "demo"}, true, "", ""},
+		{"none", "destination", map[string]any{"namespace": ""}, true, "", ""},
+		{"a dependency's parent path", "dependsOn", []any{map[string]any{"name": "db", "namespace": "../x"}}, false,
+			"spec.dependsOn[0].namespace", "must be the name of a namespace"},
+		{"a dependency's namespace", "dependsOn", []any{map[string]any{"name": "db", "namespace": "data"}}, true, "", ""},
+		{"a Secret's parent path", "destination", map[string]any{"server": "https://remote.example:6443",
+			"kubeconfigSecretRef": map[string]any{"name": "../../../api/v1/nodes"}}, false,
+			"spec.destination.kubeconfigSecretRef.name", "must be the name of a Secret of this namespace"},
+		{"a Secret", "destination", map[string]any{"server": "https://remote.example:6443",
+			"kubeconfigSecretRef": map[string]any{"name": "prod.kubeconfig"}}, true, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := createDryRun(t, tt.field, tt.value)
+			switch {
+			case tt.accepted && err != nil:
+				t.Errorf("%s %v refused: %v", tt.field, tt.value, err)
+			case !tt.accepted && err == nil:
+				t.Errorf("%s %v accepted, want refused", tt.field, tt.value)
+			case !tt.accepted && !apierrors.IsInvalid(err):
+				t.Errorf("%s %v refused with %v, want Invalid", tt.field, tt.value, err)
+			case !tt.accepted && !strings.Contains(err.Error(), tt.refused):
+				t.Errorf("error %q does not name %s", err, tt.refused)
+			case !tt.accepted && !strings.Contains(err.Error(), tt.says):
+				t.Errorf("error %q does not say %q", err, tt.says)
+			}
+		})
+	}
+}
+
 // createDryRun creates, as a dry run, a VidraResource of one ConfigMap with
 // spec.field set to value, and returns the API server's answer. A dry run
 // is validated in full and stores nothing, so the operator never sees it.

@@ -220,6 +220,7 @@ type DependencyReference struct {
 	Name string `json:"name"`
 	// Namespace of the VidraResource; empty means the dependent's own.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be the name of a namespace, such as demo: lowercase letters, digits and '-'"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 }
@@ -236,6 +237,7 @@ type Destination struct {
 	// Namespace is given to namespaced objects that carry none. Empty means
 	// the VidraResource's own namespace.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be the name of a namespace, such as demo: lowercase letters, digits and '-'"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
@@ -256,6 +258,7 @@ type SecretKeyReference struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret of this namespace: lowercase letters, digits, '-' and '.'"
 	// +required
 	Name string `json:"name"`
 	// Key in the Secret's data that holds the kubeconfig.
