@@ -531,9 +531,18 @@ func (c *Controller) enqueueAfter(key cache.ObjectName, t Trigger, d time.Durati
 		c.miss(key, t)
 		return
 	}
+	d = min(d, maxQueueDelay)
 	c.addTrigger(key, t, c.clock.Now().Add(d))
 	c.queue.AddAfter(key, d)
 }
+
+// maxQueueDelay bounds how long a key waits in the queue. The queue keeps a
+// waiting key until it is due, even once its resource is gone, and
+// spec.interval and spec.timeout have no upper bound: a tenant creating and
+// deleting resources of an interval of 2,000,000h would leave entries for
+// centuries. A resource whose interval or health wait is longer is looked
+// at again daily, which a level-triggered reconcile allows.
+const maxQueueDelay = 24 * time.Hour
 
 // dropTriggers forgets the recorded causes of a key this replica does not
 // reconcile, and returns the most significant of them (TriggerEvent when

@@ -31,6 +31,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	defer c.mu.Unlock()
 	delete(c.lastTrigger, key)
 	delete(c.putOffKeys, key)
+	delete(c.triggers, key)
 }
 
 // syncResult tells processNextWorkItem when to come back.

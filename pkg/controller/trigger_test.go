@@ -97,3 +97,24 @@ func TestCauseRecordedWhileTheKeyIsHandedOutIsKeptForTheNextRun(t *testing.T) {
 		t.Fatalf("a second run whose cause the first took was counted as %q, want %q", tr, TriggerHealth)
 	}
 }
+
+// A resource that is gone leaves nothing behind for its name: no recorded
+// cause, and no queue entry due later than a day, whatever its interval.
+func TestAGoneResourceLeavesNoCauseAndNoDistantQueueEntry(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.newController()
+	key := cache.ObjectName{Namespace: operatorNS, Name: "gone"}
+	c.enqueueAfter(key, TriggerInterval, 2_000_000*time.Hour)
+	c.mu.Lock()
+	due := c.triggers[key][TriggerInterval].due
+	c.mu.Unlock()
+	if limit := c.clock.Now().Add(maxQueueDelay); due.After(limit) {
+		t.Errorf("queued for %s, want at most %s from now", due, maxQueueDelay)
+	}
+	c.forget(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.triggers[key]; ok {
+		t.Errorf("causes of a forgotten resource still recorded: %v", m)
+	}
+}
