@@ -35,6 +35,7 @@ type planned struct {
 	line      int
 	inventory bool // listed in the inventory before this reconcile
 	applied   bool // applied or found in sync in this reconcile
+	wrote     bool // created or changed by this reconcile's apply
 	// health is the object's kstatus health as this pass leaves it.
 	health        health.Status
 	healthMessage string
@@ -341,10 +342,15 @@ func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) in
 // that their custom resources can be applied in the same reconcile. A CRD
 // that takes longer fails this reconcile, which retries with backoff.
 func (e *Engine) waitEstablished(ctx context.Context, pass *Pass, crds []*planned) *ObjectError {
+	wrote := false
 	for _, p := range crds {
-		if !p.applied {
+		// One in sync whose cached status says Established (Current) has
+		// nothing to wait for: a reconcile of objects in sync asks the API
+		// server nothing.
+		if !p.applied || (!p.wrote && p.health == health.Current) {
 			continue
 		}
+		wrote = wrote || p.wrote
 		pctx := ctx
 		if pass.Target.Cluster != destination.LocalCluster {
 			pctx = destination.AnswersAbout(ctx, p.obj, 0)
@@ -374,7 +380,13 @@ func (e *Engine) waitEstablished(ctx context.Context, pass *Pass, crds []*planne
 				Err: errors.New("CustomResourceDefinition is not Established yet")}
 		}
 	}
-	if len(crds) > 0 {
+	// Only a CRD this pass wrote may serve kinds discovery has not seen.
+	// Discovery is the cluster's, shared by every resource: a manifest that
+	// merely declares a CRD, in sync or refused, must not make every
+	// reconcile of it discover the whole cluster again, past the rate
+	// limit. A kind missed before its CRD was Established is looked up
+	// again at the next rate-limited refresh.
+	if wrote {
 		pass.Target.Mapper.Refresh(true)
 	}
 	return nil

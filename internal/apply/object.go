@@ -202,6 +202,7 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	if live != nil && rv == live.GetResourceVersion() {
 		return
 	}
+	p.wrote = true
 	pass.Out.Changed++
 	switch {
 	case live == nil:
