@@ -383,7 +383,15 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			// What is left waits for the next try, which goes faster
 			// through the objects already gone.
 			errs = append(errs, fmt.Errorf("%w after %d of %d objects", oot, i, len(items)))
-			failed = append(failed, items[i:]...)
+			// Only recorded ones: the caller keeps failed as the inventory,
+			// and a next try finds the manifest's unrecorded objects again,
+			// still unrecorded. Recorded, one its identity may not even
+			// read would hold the deletion for ever.
+			for _, m := range items[i:] {
+				if !unrecorded[inventoryKey(m)] {
+					failed = append(failed, m)
+				}
+			}
 			break
 		}
 		if del && m.Namespace != "" && terminating(m.Namespace) {

@@ -1047,3 +1047,28 @@ func TestOnlyTheWatchedClusterWakesAResource(t *testing.T) {
 		}
 	}
 }
+
+// A cleanup that runs out of time keeps, as the inventory, what it has not
+// looked at yet of the inventory only: the manifest's objects that were
+// never recorded are looked for again, as unrecorded, by the next try.
+func TestDeletionOutOfTimeDoesNotRecordTheManifestsObjects(t *testing.T) {
+	manifest := configMapManifest + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: never-applied\n"
+	vr := newVR(operatorNS, "cut", manifest, deleting, func(vr *v1alpha1.VidraResource) {
+		vr.Status.ManagedResources, vr.Status.ManagedCount = appInventory(operatorNS), 1
+	})
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	// Out of time before the first object.
+	f.reconcileTimeout = time.Nanosecond
+	if _, err := f.run(cache.MetaObjectToName(vr)); err == nil {
+		t.Fatal("sync returned no error, want one to retry with backoff")
+	}
+	f.mu.Lock()
+	statuses := f.statuses
+	f.mu.Unlock()
+	if len(statuses) != 1 {
+		t.Fatalf("%d status writes, want 1", len(statuses))
+	}
+	if got, want := statuses[0].ManagedResources, appInventory(operatorNS); !slices.Equal(got, want) {
+		t.Errorf("inventory written %v, want the recorded object alone: %v", got, want)
+	}
+}
