@@ -135,6 +135,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 			return
 		}
 	}
+	if err := checkInventoryNames(resolved); err != nil {
+		pass.Out.Fail(v1alpha1.ReasonManifestTooLarge, false, err)
+		return
+	}
 	manifest.Sort(resolved)
 
 	var stage0, stage1, crds []*planned

@@ -1072,3 +1072,32 @@ func TestDeletionOutOfTimeDoesNotRecordTheManifestsObjects(t *testing.T) {
 		t.Errorf("inventory written %v, want the recorded object alone: %v", got, want)
 	}
 }
+
+// Names the API server of a tenant's own cluster accepts, which JSON writes
+// in 6 bytes a character, must not take the inventory past what a status
+// can hold: the manifest is refused, and nothing is applied.
+func TestAManifestWhoseNamesCannotFitItsInventoryIsRefused(t *testing.T) {
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"%d-%s\"\n", i, strings.Repeat("<", 240))
+	}
+	vr := newVR(operatorNS, "escaped", b.String())
+	f := newFixture(t, []*v1alpha1.VidraResource{vr})
+	if _, err := f.run(cache.MetaObjectToName(vr)); err != nil {
+		t.Fatalf("sync: %v, want a stalled resource and no retry", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.actions {
+		if strings.HasPrefix(a, "apply ") || strings.HasPrefix(a, "get configmaps") {
+			t.Fatalf("request %q, want none for the manifest's objects", a)
+		}
+	}
+	if len(f.statuses) != 1 {
+		t.Fatalf("%d status writes, want 1", len(f.statuses))
+	}
+	ready := meta.FindStatusCondition(f.statuses[0].Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Reason != v1alpha1.ReasonManifestTooLarge || !strings.Contains(ready.Message, "split the objects") {
+		t.Errorf("Ready condition %+v, want ManifestTooLarge saying what to do", ready)
+	}
+}
