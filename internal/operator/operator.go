@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
@@ -244,7 +245,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
 			RemoteGuard:                     opts.RemoteGuard,
 			Config:                          o.Config.Current,
-			Recorder:                        recorder,
+			Recorder:                        newFairRecorder(recorder, clock.RealClock{}, opts.Metrics),
 			Registerer:                      opts.Metrics,
 			QueueMetrics:                    newQueueMetrics(opts.Metrics),
 			Linger:                          opts.Linger,
