@@ -49,11 +49,23 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 	}
 	var fields []string
 	diffPointers(p.obj.Object, live.Object, nil, &fields)
-	if !hand.unparsed {
+	// Past maxDriftFields, fields are cut to their first maxDriftFields-1
+	// and "…" below: once there are more, those that follow change
+	// nothing, and a hand edit can add any number.
+	if !hand.unparsed && len(fields) <= maxDriftFields {
+		lists := newListLookups()
 		var added []fieldpath.Path
-		leavesNotIn(hand.fields.Leaves(), p.obj.Object, nil, &added)
+		leavesNotIn(hand.fields.Leaves(), p.obj.Object, nil, &added, lists)
+		listed := make(map[string]bool, len(fields))
+		for _, f := range fields {
+			listed[f] = true
+		}
 		for _, fp := range added {
-			if ptr, ok := pointerOf(p.obj.Object, live.Object, fp); ok && !slices.Contains(fields, boundedPointer(ptr)) {
+			if len(fields) > maxDriftFields {
+				break
+			}
+			if ptr, ok := lists.pointerOf(p.obj.Object, live.Object, fp); ok && !listed[boundedPointer(ptr)] {
+				listed[boundedPointer(ptr)] = true
 				fields = append(fields, boundedPointer(ptr))
 			}
 		}
@@ -157,12 +169,17 @@ func timeOr(t *metav1.Time, now time.Time) metav1.Time {
 
 // diffPointers appends the pointers of the fields desired sets that live
 // does not have, with the same value (see isSubset): lists of the same
-// length are compared item by item, others as a whole.
+// length are compared item by item, others as a whole. It stops past
+// maxDriftFields, as many as a drift record tells apart.
 func diffPointers(desired, live any, at pointer, out *[]string) {
 	if len(*out) > maxDriftFields {
 		return
 	}
-	add := func(p pointer) { *out = append(*out, boundedPointer(p)) }
+	add := func(p pointer) {
+		if len(*out) <= maxDriftFields {
+			*out = append(*out, boundedPointer(p))
+		}
+	}
 	switch d := desired.(type) {
 	case map[string]any:
 		l, ok := live.(map[string]any)
@@ -205,6 +222,13 @@ func diffPointers(desired, live any, at pointer, out *[]string) {
 // list item is given its position in desired's list when desired has it,
 // the form spec.ignore takes, else its position in live.
 func pointerOf(desired, live any, fp fieldpath.Path) (pointer, bool) {
+	return newListLookups().pointerOf(desired, live, fp)
+}
+
+// pointerOf is pointerOf with the lists of desired and live indexed by l,
+// once for all the paths of a drift. None is given when l's budget ran out
+// before the items were found.
+func (l *listLookups) pointerOf(desired, live any, fp fieldpath.Path) (pointer, bool) {
 	var out pointer
 	for _, pe := range fp {
 		if pe.FieldName != nil {
@@ -213,35 +237,48 @@ func pointerOf(desired, live any, fp fieldpath.Path) (pointer, bool) {
 			live, _ = step(live, *pe.FieldName)
 			continue
 		}
-		matches := func(i int, item any) bool {
-			m, _ := item.(map[string]any)
-			switch {
-			case pe.Key != nil:
+		var match func(item any) bool
+		switch {
+		case pe.Key != nil:
+			match = func(item any) bool {
+				m, _ := item.(map[string]any)
 				return m != nil && keyMatches(m, *pe.Key)
-			case pe.Value != nil:
-				return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
-			case pe.Index != nil:
-				return i == *pe.Index
 			}
-			return false
+		case pe.Value != nil:
+			match = func(item any) bool {
+				return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
+			}
 		}
-		at := -1
+		// The first item that pe names: an index names the item at its
+		// position, whatever the item.
+		firstOf := func(list []any) (int, bool) {
+			if match == nil {
+				if pe.Index != nil && *pe.Index >= 0 && *pe.Index < len(list) {
+					return *pe.Index, true
+				}
+				return -1, true
+			}
+			i, _, ok := l.items(list, pe, match)
+			return i, ok
+		}
 		dl, _ := desired.([]any)
 		ll, _ := live.([]any)
-		for i, item := range dl {
-			if matches(i, item) {
-				at, desired = i, item
-				break
-			}
+		at, ok := firstOf(dl)
+		if !ok {
+			return nil, false
 		}
-		for i, item := range ll {
-			if matches(i, item) {
-				if at < 0 {
-					at, desired = i, nil
-				}
-				live = item
-				break
+		if at >= 0 {
+			desired = dl[at]
+		}
+		j, ok := firstOf(ll)
+		if !ok {
+			return nil, false
+		}
+		if j >= 0 {
+			if at < 0 {
+				at, desired = j, nil
 			}
+			live = ll[j]
 		}
 		if at < 0 {
 			return nil, false

@@ -73,18 +73,18 @@ func (h handEdits) managers() []string {
 // needed. A null in desired asks for the field's absence, so it does not
 // cover it.
 func (h handEdits) coveredBy(desired map[string]any) bool {
-	return !h.unparsed && setIn(h.fields, desired)
+	return !h.unparsed && setIn(h.fields, desired, newListLookups())
 }
 
 // setIn reports whether node has every path of set: its members, and the
-// nodes its children hang from.
-func setIn(set *fieldpath.Set, node any) bool {
+// nodes its children hang from. lists looks list items up.
+func setIn(set *fieldpath.Set, node any, lists *listLookups) bool {
 	// Iterate, not a range over All: All in structured-merge-diff v6.4.2
 	// does not stop when the loop breaks, and the runtime panics.
 	in := true
 	set.Members.Iterate(func(pe fieldpath.PathElement) {
 		if in {
-			_, in = desiredAt(node, pe)
+			_, in = lists.desiredAt(node, pe)
 		}
 	})
 	set.Children.Iterate(func(pe fieldpath.PathElement) {
@@ -92,8 +92,8 @@ func setIn(set *fieldpath.Set, node any) bool {
 			return
 		}
 		sub, _ := set.Children.Get(pe)
-		c, ok := desiredAt(node, pe)
-		in = ok && setIn(sub, c)
+		c, ok := lists.desiredAt(node, pe)
+		in = ok && setIn(sub, c, lists)
 	})
 	return in
 }
@@ -107,42 +107,35 @@ func setIn(set *fieldpath.Set, node any) bool {
 // the safe answer, "not set". A value (v:) selects the item of a set list
 // equal to it. An index (i:) is not mapped: a position in the live list
 // need not be the same one in the manifest's.
-func desiredAt(node any, pe fieldpath.PathElement) (any, bool) {
+//
+// Two items selected would be a manifest the API server rejects, and which
+// of them pe means cannot be told: none is. Nor is one when l's budget ran
+// out before the list's items were told apart.
+func (l *listLookups) desiredAt(node any, pe fieldpath.PathElement) (any, bool) {
+	var match func(any) bool
 	switch {
 	case pe.FieldName != nil:
 		m, _ := node.(map[string]any)
 		v, ok := m[*pe.FieldName]
 		return v, ok && v != nil
 	case pe.Key != nil:
-		return onlyItem(node, func(item any) bool {
+		match = func(item any) bool {
 			m, ok := item.(map[string]any)
 			return ok && keyMatches(m, *pe.Key)
-		})
-	case pe.Value != nil:
-		return onlyItem(node, func(item any) bool {
-			return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
-		})
-	}
-	return nil, false
-}
-
-// onlyItem returns the item of the list node that match selects, when there
-// is exactly one: two would be a manifest the API server rejects, and which of
-// them it means cannot be told.
-func onlyItem(node any, match func(any) bool) (any, bool) {
-	list, _ := node.([]any)
-	var found any
-	n := 0
-	for _, item := range list {
-		if match(item) {
-			found = item
-			n++
 		}
-	}
-	if n != 1 {
+	case pe.Value != nil:
+		match = func(item any) bool {
+			return item != nil && value.Equals(value.NewValueInterface(item), *pe.Value)
+		}
+	default:
 		return nil, false
 	}
-	return found, true
+	list, _ := node.([]any)
+	at, n, ok := l.items(list, pe, match)
+	if !ok || n != 1 {
+		return nil, false
+	}
+	return list[at], true
 }
 
 func keyMatches(item map[string]any, key value.FieldList) bool {
@@ -171,7 +164,7 @@ func (h handEdits) addedMetadataKeys(desired map[string]any) (paths [][]string, 
 		return nil, false
 	}
 	var uncovered []fieldpath.Path
-	leavesNotIn(h.fields.Leaves(), desired, nil, &uncovered)
+	leavesNotIn(h.fields.Leaves(), desired, nil, &uncovered, newListLookups())
 	for _, p := range uncovered {
 		key, ok := metadataKey(p)
 		if !ok {
@@ -183,17 +176,18 @@ func (h handEdits) addedMetadataKeys(desired map[string]any) (paths [][]string, 
 }
 
 // leavesNotIn appends the paths of the leaves of set that node does not
-// have. Below a node desired does not set, every leaf is uncovered.
-func leavesNotIn(set *fieldpath.Set, node any, at fieldpath.Path, out *[]fieldpath.Path) {
+// have. Below a node desired does not set, every leaf is uncovered. lists
+// looks list items up.
+func leavesNotIn(set *fieldpath.Set, node any, at fieldpath.Path, out *[]fieldpath.Path, lists *listLookups) {
 	set.Members.Iterate(func(pe fieldpath.PathElement) {
-		if _, ok := desiredAt(node, pe); !ok {
+		if _, ok := lists.desiredAt(node, pe); !ok {
 			*out = append(*out, append(slices.Clone(at), pe))
 		}
 	})
 	set.Children.Iterate(func(pe fieldpath.PathElement) {
 		sub, _ := set.Children.Get(pe)
-		c, _ := desiredAt(node, pe)
-		leavesNotIn(sub, c, append(at, pe), out)
+		c, _ := lists.desiredAt(node, pe)
+		leavesNotIn(sub, c, append(at, pe), out, lists)
 	})
 }
 
