@@ -28,8 +28,10 @@ const budgetBaseHold = 30 * time.Second
 // A cluster whose informers would make the caches hold more than Max
 // objects has all its informers stopped, and their caches dropped: its refs
 // turn StateOverBudget (see ErrOverBudget). Other clusters sharing the
-// budget keep serving. A Budget is safe for concurrent use and may be
-// shared by several registries.
+// budget keep serving. The cluster stopped is the one whose object crossed
+// the limit, which need not be the one holding the most: clusters sharing
+// a budget are bounded together, not shielded from each other. A Budget is
+// safe for concurrent use and may be shared by several registries.
 type Budget struct {
 	name      string
 	max       int64
@@ -217,23 +219,27 @@ func (a *account) add(obj any) (handle, over bool) {
 	return true, false
 }
 
-// remove refunds an object the cache no longer holds, if it was charged.
-func (a *account) remove(obj any) {
+// remove refunds an object the cache no longer holds, if it was charged,
+// and reports whether it was: a delete of an object never charged is one
+// the cache never held.
+func (a *account) remove(obj any) bool {
 	k, ok := keyOfCached(obj)
 	if !ok {
-		return
+		return false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
-		return
+		return false
 	}
-	if size, had := a.keys[k]; had {
+	size, had := a.keys[k]
+	if had {
 		delete(a.keys, k)
 		a.bytes -= size
 		a.budget.used.Add(-1)
 		a.budget.usedBytes.Add(-size)
 	}
+	return had
 }
 
 // close refunds everything the account holds and refuses later charges:
@@ -330,9 +336,11 @@ func (r *Registry[K]) heldLocked(cluster string, now time.Time) (*budgetHold, bo
 // asked about their state, and the handler must return for the informer to
 // wind down.
 func (r *Registry[K]) overBudget(c *clusterClients) {
+	if r.hooks.overBudget != nil {
+		r.hooks.overBudget(c.name)
+	}
 	r.mu.Lock()
-	if r.closed || r.clusters[c.name] != c {
-		// Replaced or removed meanwhile, which stopped its informers.
+	if r.closed {
 		c.tripping.Store(false)
 		r.mu.Unlock()
 		return
@@ -349,6 +357,21 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	h.until = now.Add(hold)
 	h.err = &BudgetError{Cluster: c.name, Budget: c.budget.Name(), Max: c.budget.Max(), MaxBytes: c.budget.MaxBytes()}
 	used := c.budget.Used()
+	r.stats.overBudget.Add(1)
+	if r.clusters[c.name] != c {
+		// Replaced or removed meanwhile, which stopped its informers. The
+		// hold stands all the same, as for a cluster changed after its
+		// trip: clients given under its name later, which a tenant may
+		// bring about, do not make it list again any sooner. That of a
+		// removed cluster is forgotten when it ends (expireHolds).
+		c.tripping.Store(false)
+		r.wake()
+		r.mu.Unlock()
+		r.log.Info("The cluster's caches went over their object budget as its clients changed; it is held",
+			"cluster", c.name, "budget", c.budget.Name(), "max", c.budget.Max(), "used", used,
+			"hold", hold, "times", trips)
+		return
+	}
 	var tell []notice[K]
 	stopped := 0
 	for ref, e := range r.entries {
@@ -362,7 +385,6 @@ func (r *Registry[K]) overBudget(c *clusterClients) {
 	// Charges from the stopped informers are refused from now on; only
 	// fresh ones, after the hold, can trip the cluster again.
 	c.tripping.Store(false)
-	r.stats.overBudget.Add(1)
 	r.changedLocked()
 	r.wake()
 	r.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,4 +316,182 @@ func TestEveryWayAnInformerStopsRefundsTheBudget(t *testing.T) {
 	// Shutting the registry down.
 	stop()
 	waitUsed(t, budget, 0)
+}
+
+// TestWaitForSyncReturnsOverBudgetWithinTheHold: with RetryFailed, a ref
+// whose cluster is held, stopped by the trip or tracked during the hold,
+// makes WaitForSync return the error at once rather than wait for a hold
+// of up to RetryMaxDelay; once the hold has passed, it waits through the
+// retry.
+func TestWaitForSyncReturnsOverBudgetWithinTheHold(t *testing.T) {
+	be := newBudgetEnv(t)
+	be.create(t, be.ns, "owner", "cm", 5)
+	budget := watchregistry.NewBudget(3)
+	r := be.registry(t, watchregistry.Options[string]{RetryFailed: true})
+	r.SetCluster("tenant", be.c.dyn, be.c.md, watchregistry.WithBudget(budget))
+	run(t, r)
+	cms := watchregistry.Ref{Cluster: "tenant", GVR: configMaps, Namespace: be.ns}
+	secs := watchregistry.Ref{Cluster: "tenant", GVR: secrets, Namespace: be.ns}
+	track(t, r, "owner", cms)
+	waitOverBudget(t, r, 1)
+	track(t, r, "owner", cms, secs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for _, ref := range []watchregistry.Ref{cms, secs} {
+		err := r.WaitForSync(ctx, ref)
+		if !errors.Is(err, watchregistry.ErrOverBudget) || ctx.Err() != nil {
+			t.Fatalf("WaitForSync of %s within the hold: %v, want ErrOverBudget at once", ref, err)
+		}
+	}
+
+	// Cleaned up under the budget, the cluster lists again after the hold,
+	// by itself, and WaitForSync waits for it.
+	for i := range 3 {
+		if err := be.c.cs.CoreV1().ConfigMaps(be.ns).Delete(ctx, fmt.Sprintf("cm-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be.clk.Step(30 * time.Second)
+	for _, ref := range []watchregistry.Ref{cms, secs} {
+		if err := r.WaitForSync(ctx, ref); err != nil {
+			t.Fatalf("WaitForSync of %s after the hold: %v", ref, err)
+		}
+	}
+	waitUsed(t, budget, 2)
+	checkInvariants(t, r)
+}
+
+// TestAnOverBudgetTripRacingAClusterChangeStillHoldsIt replaces or removes
+// a cluster's clients between a charge over its budget and the handling of
+// that trip: the change stops the informers, and the cluster is held all
+// the same, so that new clients under its name list nothing before the
+// hold ends.
+func TestAnOverBudgetTripRacingAClusterChangeStillHoldsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		removed bool
+	}{
+		{"replaced", false},
+		{"removed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newBudgetEnv(t)
+			be.create(t, be.ns, "owner", "cm", 5)
+			budget := watchregistry.NewBudget(3)
+			r := be.registry(t, watchregistry.Options[string]{})
+			r.SetCluster("tenant", be.c.dyn, be.c.md, watchregistry.WithBudget(budget))
+			var changed atomic.Bool
+			watchregistry.OnOverBudget(r, func(cluster string) {
+				if cluster != "tenant" || !changed.CompareAndSwap(false, true) {
+					return
+				}
+				if tc.removed {
+					r.RemoveCluster("tenant")
+				} else {
+					r.SetCluster("tenant", be.c.dyn, be.c.md, watchregistry.WithBudget(budget))
+				}
+			})
+			run(t, r)
+			cms := watchregistry.Ref{Cluster: "tenant", GVR: configMaps, Namespace: be.ns}
+			track(t, r, "owner", cms)
+
+			err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+				until, _ := r.Held("tenant")
+				return !until.IsZero(), nil
+			})
+			if err != nil {
+				t.Fatalf("cluster not held after a trip that raced its change: %v", err)
+			}
+			until, berr := r.Held("tenant")
+			if hold := until.Sub(be.clk.Now()); hold != 30*time.Second || berr == nil || berr.Cluster != "tenant" || berr.Max != 3 {
+				t.Fatalf("hold: %s, %v; want 30s with the budget's error", hold, berr)
+			}
+			if tc.removed {
+				r.SetCluster("tenant", be.c.dyn, be.c.md, watchregistry.WithBudget(budget))
+			}
+			started := r.Stats().Started
+			track(t, r, "owner", cms)
+			if st := r.State(cms); st != watchregistry.StateOverBudget {
+				t.Fatalf("ref tracked again within the hold: %s, want OverBudget", st)
+			}
+			if got := r.Stats().Started; got != started {
+				t.Fatalf("%d informers started within the hold", got-started)
+			}
+			waitUsed(t, budget, 0)
+			checkInvariants(t, r)
+		})
+	}
+}
+
+// TestDeletesOfObjectsNeverCachedDoNotLowerTheCount has a hostile watch
+// send deletes of names the cache never held, which client-go hands to the
+// handler all the same: with a budget, whose account knows what the cache
+// holds, the count is unchanged; without one, it never goes below zero.
+func TestDeletesOfObjectsNeverCachedDoNotLowerTheCount(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget bool
+	}{
+		{"without a budget", false},
+		{"with a budget", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admin := newClients(t, env.Config)
+			ns := newNamespace(t, admin.cs)
+			mine := createConfigMap(t, admin.cs, configMap(ns, "mine", "owner", nil))
+			hostile := &injector{path: "/api/v1/namespaces/" + ns + "/configmaps"}
+			c := newClients(t, hostile.wrap(env.Config))
+			rec := &recorder{}
+			r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+			budget := watchregistry.NewBudget(100)
+			if tc.budget {
+				r.SetCluster("", c.dyn, c.md, watchregistry.WithBudget(budget))
+			}
+			run(t, r)
+			ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+			track(t, r, "owner", ref)
+			waitState(t, r, ref, watchregistry.StateSynced)
+			err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+				return hostile.watching(), nil
+			})
+			if err != nil {
+				t.Fatalf("no watch opened: %v", err)
+			}
+			if n := r.Stats().CachedObjects; n != 1 {
+				t.Fatalf("cached objects: %d, want 1", n)
+			}
+
+			// Twice as many deletes of unknown names as objects cached.
+			for _, name := range []string{"ghost-0", "ghost-1"} {
+				ghost := map[string]any{"type": "DELETED", "object": map[string]any{
+					"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{
+						"namespace": ns, "name": name, "uid": "ghost-" + name, "resourceVersion": mine.ResourceVersion,
+						"labels": map[string]any{managedBy: "watchregistry-test", ownerLabel: "owner"},
+					},
+				}}
+				if hostile.inject(t, ghost) == 0 {
+					t.Fatal("the watch closed before the deletes could be sent")
+				}
+			}
+			// Events of one watch are handled in order.
+			rec.waitAfter(t, 0, "the second delete", isEvent(watchregistry.EventDeleted, "ghost-1"))
+			if n := r.Stats().CachedObjects; n < 0 || (tc.budget && n != 1) {
+				t.Fatalf("cached objects after deletes of names never cached: %d, want 1 with a budget, never below 0", n)
+			}
+			if tc.budget && budget.Used() != 1 {
+				t.Fatalf("budget used: %d, want 1", budget.Used())
+			}
+
+			// A delete of an object cached still counts.
+			if err := admin.cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), "mine", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rec.waitAfter(t, 0, "the real delete", isEvent(watchregistry.EventDeleted, "mine"))
+			if n := r.Stats().CachedObjects; n != 0 {
+				t.Fatalf("cached objects once the one cached was deleted: %d, want 0", n)
+			}
+		})
+	}
 }

@@ -79,8 +79,8 @@
 // ErrOverBudget) and none started again for a hold that doubles each
 // time, so that a hostile API server can neither exhaust the operator's
 // memory nor make it list in a loop. An all-namespaces informer that has synced
-// takes over the namespaced refs of its cluster and resource, whose own
-// informers stop.
+// takes over the namespaced refs of its cluster and resource, failed ones
+// included, whose own informers stop.
 //
 // # Memory
 //

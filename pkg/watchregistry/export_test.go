@@ -108,3 +108,34 @@ func PreparedOwners[K comparable](r *Registry[K], ref Ref, selector string) []K 
 	}
 	return nil
 }
+
+// PreparedSynced reports whether the prepared informer of selector for ref
+// has listed.
+func PreparedSynced[K comparable](r *Registry[K], ref Ref, selector string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[ref]
+	if e == nil {
+		return false
+	}
+	for _, p := range e.parts {
+		if p.selector == selector && p.prepared.Load() {
+			return p.synced
+		}
+	}
+	return false
+}
+
+// OnWaiting has fn run each time WaitForSync is about to wait for a change
+// of ref: after it has read the ref's state. Set it before the registry
+// starts.
+func OnWaiting[K comparable](r *Registry[K], fn func(ref Ref)) { r.hooks.waiting = fn }
+
+// OnSynced has fn run each time an entry has synced, between the release of
+// the registry's lock and the waking of its owners. Set it before the
+// registry starts.
+func OnSynced[K comparable](r *Registry[K], fn func(ref Ref)) { r.hooks.synced = fn }
+
+// OnOverBudget has fn run each time a cluster's over-budget trip is about
+// to be handled. Set it before the registry starts.
+func OnOverBudget[K comparable](r *Registry[K], fn func(cluster string)) { r.hooks.overBudget = fn }

@@ -41,7 +41,9 @@ type entry[K comparable] struct {
 	// more events; the handler reads it without the lock.
 	stopped atomic.Bool
 	// objects counts the objects in the cache, kept by the handler so that
-	// a metrics scrape does not list every key.
+	// a metrics scrape does not list every key. Without a Budget, whose
+	// accounts know the keys cached, deletes of names never cached may
+	// make it low, never negative (see handler.OnDelete).
 	objects atomic.Int64
 
 	// Guarded by Registry.mu.
@@ -114,6 +116,18 @@ func (e *entry[K]) indexers() []cache.Indexer {
 // listing reports whether an informer of the scope has not listed yet.
 func (e *entry[K]) listing() bool {
 	return slices.ContainsFunc(e.parts, func(p *part[K]) bool { return !p.synced && !p.prepared.Load() })
+}
+
+// uncount takes an object out of the entry's count, which stays at zero
+// rather than go below: the handler cannot always tell whether a deleted
+// object was cached.
+func (e *entry[K]) uncount() {
+	for {
+		n := e.objects.Load()
+		if n <= 0 || e.objects.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
 }
 
 // hasOwner reports whether owner tracks any ref the entry serves.
@@ -293,18 +307,15 @@ func (r *Registry[K]) widenLocked(e *entry[K], selector string) error {
 // promoteLocked brings a prepared informer of the entry into the scope and
 // returns the owners to wake. One that has listed joins at once, without
 // making the entry Pending, and the owners of the objects it saw are woken
-// as after a list; one still listing makes the entry Pending until it has,
-// as a widened scope does.
+// as after a list (by the caller, once the entry is synced); one still
+// listing makes the entry Pending until it has, as a widened scope does.
 func (r *Registry[K]) promoteLocked(e *entry[K], p *part[K]) []K {
 	e.initMu.Lock()
 	p.prepared.Store(false)
-	wake := p.wake
+	wake := slices.Collect(maps.Keys(p.wake))
 	p.wake = nil
 	if !p.synced {
-		if e.initKeys == nil {
-			e.initKeys = make(map[K]struct{}, len(wake))
-		}
-		maps.Copy(e.initKeys, wake)
+		e.addInitKeysLocked(wake)
 		wake = nil
 	}
 	e.initMu.Unlock()
@@ -316,7 +327,21 @@ func (r *Registry[K]) promoteLocked(e *entry[K], p *part[K]) []K {
 		e.state = StatePending
 		e.startedAt = r.clock.Now()
 	}
-	return slices.Collect(maps.Keys(wake))
+	return wake
+}
+
+// addInitKeysLocked adds owners to wake when the entry syncs; called under
+// initMu.
+func (e *entry[K]) addInitKeysLocked(keys []K) {
+	if len(keys) == 0 {
+		return
+	}
+	if e.initKeys == nil {
+		e.initKeys = make(map[K]struct{}, len(keys))
+	}
+	for _, k := range keys {
+		e.initKeys[k] = struct{}{}
+	}
 }
 
 // prepareLocked makes the entry's prepared informers those of selectors:
@@ -387,7 +412,7 @@ func (e *entry[K]) stopLocked(st State, err error) {
 // A synced all-namespaces informer also takes over the namespaced refs of
 // its cluster and resource from their own informers, which then stop: one
 // cache instead of two. The owners of a namespaced informer that had not
-// synced yet are woken with the others.
+// synced yet, or had failed, are woken with the others.
 func (r *Registry[K]) awaitSync(ctx context.Context, e *entry[K], p *part[K]) {
 	select {
 	case <-ctx.Done():
@@ -425,14 +450,20 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 	if e.ref.Namespace == "" {
 		r.takeOverLocked(e, keys)
 	}
-	r.changedLocked()
-	r.mu.Unlock()
-	r.metrics.syncDuration.Observe(took.Seconds())
-
+	// Taken while the entry is still Synced: once Registry.mu is released,
+	// SetLabelSelectors may make it Pending again, and the owners its new
+	// lists collect are for the sync that ends that.
 	e.initMu.Lock()
 	maps.Copy(keys, e.initKeys)
 	e.initKeys = nil
 	e.initMu.Unlock()
+	r.changedLocked()
+	synced := r.hooks.synced
+	r.mu.Unlock()
+	r.metrics.syncDuration.Observe(took.Seconds())
+	if synced != nil {
+		synced(e.ref)
+	}
 
 	e.log.V(1).Info("Informer synced", "objects", e.objects.Load(), "owners", len(keys), "after", took)
 	ev := Event{Ref: e.ref, Type: EventInitialList}
@@ -446,24 +477,29 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 }
 
 // takeOverLocked moves the namespaced refs of wide's cluster and resource
-// from their live informers to wide, a synced all-namespaces informer, and
-// stops those informers. The owners of the ones still pending are added to
-// wake. Failed informers are left alone: their owners move when they track
-// again.
+// to wide, a synced all-namespaces informer, from their own informers, and
+// stops those. The owners of the ones that were still pending, or had
+// failed, are added to wake: their reads failed. Failed ones are taken over
+// too, rather than left to their retry or their owners' next Track: a retry
+// would start a second informer of the namespace's objects, and until
+// either the ref would report a failure that a synced cache could serve.
 func (r *Registry[K]) takeOverLocked(wide *entry[K], wake map[K]struct{}) {
 	for ref, n := range r.entries {
-		if n == wide || ref.Namespace == "" || ref.Cluster != wide.ref.Cluster || ref.GVR != wide.ref.GVR || n.state.failed() {
+		if n == wide || ref.Namespace == "" || ref.Cluster != wide.ref.Cluster || ref.GVR != wide.ref.GVR {
 			continue
 		}
-		if n.state == StatePending {
+		if n.state != StateSynced {
 			maps.Copy(wake, n.ownerSet())
 		}
 		for served := range n.refs {
 			r.rebindLocked(served, wide)
 		}
-		n.stopLocked(StateStopped, nil)
+		st := n.state
+		if !st.failed() {
+			n.stopLocked(StateStopped, nil)
+		}
 		delete(r.entries, ref)
-		n.log.V(1).Info("Informer stopped: the all-namespaces informer serves its ref")
+		n.log.V(1).Info("Informer stopped: the all-namespaces informer serves its ref", "previousState", st)
 	}
 }
 
@@ -723,12 +759,7 @@ func (e *entry[K]) collectInitial(r *Registry[K], p *packed) {
 	}
 	e.initMu.Lock()
 	defer e.initMu.Unlock()
-	if e.initKeys == nil {
-		e.initKeys = make(map[K]struct{}, len(keys))
-	}
-	for _, k := range keys {
-		e.initKeys[k] = struct{}{}
-	}
+	e.addInitKeysLocked(keys)
 }
 
 func (h *handler[K]) OnUpdate(oldObj, newObj any) {
@@ -826,15 +857,22 @@ func (h *handler[K]) OnDelete(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, tombstone = t.Obj, true
 	}
+	// client-go hands over the deletes of names its cache never held (a
+	// watch event of an unknown name, which a hostile API server can send
+	// at will): they must not take the count down. The account knows what
+	// was cached; without one, the count at least never goes below zero.
+	held := true
 	if a := h.p.acct; a != nil {
-		a.remove(obj)
+		held = a.remove(obj)
 	}
 	p, ok := obj.(*packed)
 	if !ok || h.aside(obj) {
 		return
 	}
 	r, e := h.r, h.e
-	e.objects.Add(-1)
+	if held {
+		e.uncount()
+	}
 	r.stats.received[eventTypeIndex(EventDeleted)].Add(1)
 	if p.rejected {
 		r.stats.filtered[filterIndex(FilterRejected)].Add(1)

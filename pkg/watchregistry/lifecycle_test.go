@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -702,4 +703,149 @@ func startOnShardOne(t *testing.T) (clients, string, *recorder, *watchregistry.R
 	// so the wake must have landed already.
 	rec.waitAfter(t, 0, "owner-a woken by the first list", isType(watchregistry.EventInitialList, "owner-a"))
 	return c, ns, rec, r, ref
+}
+
+// createSharded creates, in ns, a managed ConfigMap for each name, of the
+// owner and in the shard given.
+func createSharded(t *testing.T, c clients, ns string, objects map[string][2]string) {
+	t.Helper()
+	for name, o := range objects {
+		cm := configMap(ns, name, o[0], nil)
+		cm.Labels["shard"] = o[1]
+		createConfigMap(t, c.cs, cm)
+	}
+}
+
+// TestAListedPreparedSelectorJoiningAPendingRefWakesOnceSynced adds a
+// prepared selector that has listed together with one still to list,
+// before or after it: the ref is Pending until the latter has listed, and
+// the owners of what the former saw are woken then, when their reads
+// succeed, not before.
+func TestAListedPreparedSelectorJoiningAPendingRefWakesOnceSynced(t *testing.T) {
+	one, two, three := selector+",shard in (1)", selector+",shard in (2)", selector+",shard in (3)"
+	for _, tc := range []struct {
+		name      string
+		selectors []string
+	}{
+		{"prepared selector added first", []string{one, three, two}},
+		{"prepared selector added last", []string{one, two, three}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClients(t, env.Config)
+			ns := newNamespace(t, c.cs)
+			createSharded(t, c, ns, map[string][2]string{"a": {"owner-a", "1"}, "b": {"owner-b", "2"}, "c": {"owner-c", "3"}})
+			// Map holds b, listed by the selector that is not prepared: the
+			// ref is Pending until the test lets it go.
+			hold := newHoldingMap(1, func(ev watchregistry.Event) bool { return ev.Object.GetName() == "b" })
+			rec := &recorder{}
+			woken := make(chan watchregistry.State, 4)
+			var r *watchregistry.Registry[string]
+			r = startRegistry(t, c, watchregistry.Options[string]{LabelSelector: one, Map: hold.mapFunc, Enqueue: func(key string, ev watchregistry.Event) {
+				rec.enqueue(key, ev)
+				if key == "owner-c" && ev.Type == watchregistry.EventInitialList {
+					woken <- r.State(ev.Ref)
+				}
+			}})
+			// Cleanups run last first: the Map lets go before Run is waited for.
+			t.Cleanup(hold.release)
+			ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+			track(t, r, "owner-a", ref)
+			waitState(t, r, ref, watchregistry.StateSynced)
+			if err := r.Prepare(three); err != nil {
+				t.Fatal(err)
+			}
+			err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+				return watchregistry.PreparedSynced(r, ref, three), nil
+			})
+			if err != nil {
+				t.Fatalf("the prepared informer did not list: %v", err)
+			}
+
+			if err := r.SetLabelSelectors(tc.selectors...); err != nil {
+				t.Fatal(err)
+			}
+			// The owners SetLabelSelectors wakes at once are woken before it
+			// returns.
+			select {
+			case st := <-woken:
+				t.Fatalf("owner-c woken while the ref is %s, before the added selector has listed", st)
+			default:
+			}
+			waitClosed(t, hold.blocked, "the added selector's list")
+			hold.release()
+			select {
+			case st := <-woken:
+				if st != watchregistry.StateSynced {
+					t.Fatalf("owner-c woken while the ref is %s, want Synced", st)
+				}
+			case <-time.After(waitFor):
+				t.Fatalf("owner-c not woken once the ref synced; got:\n%s", rec.dump(0))
+			}
+			if _, err := r.Get(ref, ns, "c"); err != nil {
+				t.Fatalf("Get c once woken: %v", err)
+			}
+			checkInvariants(t, r)
+		})
+	}
+}
+
+// TestOwnersOfAScopeWidenedAsTheRefSyncsWaitForItsList widens the scope
+// right after a ref has synced and before its owners are woken: the owners
+// that the added selector's list collects meanwhile are woken once that
+// list is done, when their reads succeed, not by the sync before it.
+func TestOwnersOfAScopeWidenedAsTheRefSyncsWaitForItsList(t *testing.T) {
+	one, two := selector+",shard in (1)", selector+",shard in (2)"
+	c := newClients(t, env.Config)
+	ns := newNamespace(t, c.cs)
+	createSharded(t, c, ns, map[string][2]string{"a": {"owner-a", "1"}, "x-1": {"owner-x", "2"}, "x-2": {"owner-x", "2"}})
+	// Map holds the second object of the added selector's list, whichever
+	// comes second: the owner of the first has been collected by then, and
+	// the ref is Pending until the test lets it go.
+	hold := newHoldingMap(2, func(ev watchregistry.Event) bool { return ev.Object.GetLabels()["shard"] == "2" })
+	rec := &recorder{}
+	woken := make(chan watchregistry.State, 4)
+	var r *watchregistry.Registry[string]
+	r = newRegistry(t, c, watchregistry.Options[string]{LabelSelector: one, Map: hold.mapFunc, Enqueue: func(key string, ev watchregistry.Event) {
+		rec.enqueue(key, ev)
+		if key == "owner-x" && ev.Type == watchregistry.EventInitialList {
+			woken <- r.State(ev.Ref)
+		}
+	}})
+	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	var widened atomic.Bool
+	hooked := make(chan struct{})
+	watchregistry.OnSynced(r, func(synced watchregistry.Ref) {
+		if synced != ref || !widened.CompareAndSwap(false, true) {
+			return
+		}
+		defer close(hooked)
+		if err := r.SetLabelSelectors(one, two); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case <-hold.blocked:
+		case <-time.After(waitFor):
+			t.Errorf("the added selector's list did not reach its second object within %s", waitFor)
+		}
+	})
+	run(t, r)
+	t.Cleanup(hold.release)
+
+	track(t, r, "owner-a", ref)
+	waitClosed(t, hooked, "the scope widened as the ref synced")
+	hold.release()
+	select {
+	case st := <-woken:
+		if st != watchregistry.StateSynced {
+			t.Fatalf("owner-x woken while the ref is %s, want Synced", st)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("owner-x not woken once the added list synced; got:\n%s", rec.dump(0))
+	}
+	if _, err := r.Get(ref, ns, "x-1"); err != nil {
+		t.Fatalf("Get x-1 once woken: %v", err)
+	}
+	rec.waitAfter(t, 0, "owner-a woken", isType(watchregistry.EventInitialList, "owner-a"))
+	checkInvariants(t, r)
 }

@@ -2,7 +2,9 @@ package watchregistry_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -93,6 +95,167 @@ func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// refuser answers the list and watch requests of one path with 403
+// Forbidden while on, as an API server whose RBAC refuses them would, and
+// passes them through otherwise: unlike RBAC, it can refuse a namespace
+// and allow all namespaces, and it takes effect at once.
+type refuser struct {
+	path string
+	on   atomic.Bool
+}
+
+func (f *refuser) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet || req.URL.Path != f.path || !f.on.Load() {
+				return rt.RoundTrip(req)
+			}
+			body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"Forbidden","code":403,` +
+				`"message":"configmaps is forbidden: refused by the test"}`
+			return &http.Response{
+				Status: "403 Forbidden", StatusCode: http.StatusForbidden,
+				Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header:        http.Header{"Content-Type": {"application/json"}},
+				Body:          io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)),
+				Request:       req,
+			}, nil
+		})
+	})
+	return cfg
+}
+
+// injector passes the watch streams of one path through and adds events of
+// its own to them, as a hostile API server may: events the real one would
+// never send.
+type injector struct {
+	path    string
+	mu      sync.Mutex
+	streams map[*io.PipeWriter]struct{}
+}
+
+func (in *injector) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil || req.URL.Path != in.path || req.URL.Query().Get("watch") == "" || resp.StatusCode != http.StatusOK {
+				return resp, err
+			}
+			upstream := resp.Body
+			pr, pw := io.Pipe()
+			in.mu.Lock()
+			if in.streams == nil {
+				in.streams = map[*io.PipeWriter]struct{}{}
+			}
+			in.streams[pw] = struct{}{}
+			in.mu.Unlock()
+			// Event by event, so that an injected one never lands inside
+			// another. The stream ends when the server ends it or the
+			// client closes it, which closes upstream too.
+			go func() {
+				defer func() {
+					in.mu.Lock()
+					delete(in.streams, pw)
+					in.mu.Unlock()
+				}()
+				dec := json.NewDecoder(upstream)
+				for {
+					var ev json.RawMessage
+					if err := dec.Decode(&ev); err != nil {
+						pw.CloseWithError(err)
+						return
+					}
+					in.mu.Lock()
+					_, err := pw.Write(append(ev, '\n'))
+					in.mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+			resp.Body = pipeBody{pr, upstream}
+			return resp, nil
+		})
+	})
+	return cfg
+}
+
+// watching reports whether a watch stream is open.
+func (in *injector) watching() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.streams) > 0
+}
+
+// inject writes a watch event to every open stream and reports how many
+// took it.
+func (in *injector) inject(t testing.TB, event map[string]any) int {
+	t.Helper()
+	b, err := json.Marshal(event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for pw := range in.streams {
+		if _, err := pw.Write(append(b, '\n')); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// pipeBody is a watch response body read from a pipe; closing it closes the
+// server's stream too.
+type pipeBody struct {
+	*io.PipeReader
+	upstream io.Closer
+}
+
+func (b pipeBody) Close() error {
+	b.PipeReader.Close()
+	return b.upstream.Close()
+}
+
+// holdingMap is a Map that holds the nth event it sees whose object
+// matches until released, and testMap otherwise: holding an object of an
+// informer's initial list holds the informer's sync.
+type holdingMap struct {
+	match   func(watchregistry.Event) bool
+	n       int64
+	seen    atomic.Int64
+	blocked chan struct{} // closed once the nth event is held
+	open    chan struct{}
+	once    sync.Once
+}
+
+func newHoldingMap(n int64, match func(watchregistry.Event) bool) *holdingMap {
+	return &holdingMap{match: match, n: n, blocked: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (m *holdingMap) mapFunc(ev watchregistry.Event) []string {
+	if m.match(ev) && m.seen.Add(1) == m.n {
+		close(m.blocked)
+		<-m.open
+	}
+	return testMap(ev)
+}
+
+func (m *holdingMap) release() { m.once.Do(func() { close(m.open) }) }
+
+// waitClosed waits for ch to be closed, failing the test after waitFor.
+func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitFor):
+		t.Fatalf("waiting for %s: not within %s", what, waitFor)
+	}
+}
 
 // newNamespace creates a namespace deleted when the test ends.
 func newNamespace(t testing.TB, cs kubernetes.Interface) string {

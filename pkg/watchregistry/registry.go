@@ -225,6 +225,19 @@ type Registry[K comparable] struct {
 	// name, across SetCluster and RemoveCluster, so that new clients (which
 	// the tenant of a remote cluster may cause) do not cut a hold short.
 	holds map[string]*budgetHold
+
+	// hooks let the package's tests act where goroutines interleave, which
+	// no call of the API can order; nil otherwise. Set before Start.
+	hooks struct {
+		// waiting runs when WaitForSync is about to wait for a change.
+		waiting func(Ref)
+		// synced runs once an entry has synced and Registry.mu is
+		// released, before its owners are woken.
+		synced func(Ref)
+		// overBudget runs when a cluster's over-budget trip is about to
+		// be handled.
+		overBudget func(cluster string)
+	}
 }
 
 type clusterClients struct {
@@ -479,6 +492,7 @@ func (r *Registry[K]) resume(held []func()) {
 // pending. Only Options.RetryFailed schedules retries.
 func (r *Registry[K]) retryDue(now time.Time) time.Time {
 	var next time.Time
+	changed := false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -500,15 +514,21 @@ func (r *Registry[K]) retryDue(now time.Time) time.Time {
 		e.retryAt = time.Time{}
 		c, ok := r.clusters[ref.Cluster]
 		if !ok || len(e.refs) == 0 {
+			// No retry any more: WaitForSync returns the failure now.
+			changed = true
 			continue
 		}
 		fresh, err := r.newEntry(ref, c, e)
 		if err != nil {
 			e.log.Error(err, "Cannot retry the informer")
+			changed = true
 			continue
 		}
 		fresh.log.V(1).Info("Retrying informer", "previousState", e.state, "attempt", fresh.attempts)
 		r.replaceLocked(e, fresh)
+	}
+	if changed {
+		r.changedLocked()
 	}
 	return next
 }
@@ -584,8 +604,10 @@ func (r *Registry[K]) SetLabelSelector(selector string) error {
 // objects listed, receive EventInitialList, as after a first list. A replica
 // of a sharded operator that gains buckets lists only theirs, that way. An
 // added selector that was prepared (see Prepare) brings its informers along
-// instead: those that have listed join at once, and the ref stays Synced;
-// the owners of the objects they saw receive EventInitialList.
+// instead: those that have listed join at once, and the ref stays Synced
+// (unless it was Pending already, or another selector added with it is
+// still listing); the owners of the objects they saw receive
+// EventInitialList once the ref is synced.
 //
 // Any other change restarts every informer: the informers running stop,
 // their refs turn StateStopped and their owners receive EventStateChanged,
@@ -640,6 +662,17 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 				tell = append(tell, r.failPartLocked(e, err)...)
 				break
 			}
+		}
+		// Only now is the entry's state final: a listed prepared informer
+		// joining a ref still Pending (its first list, or another selector
+		// of this call listing) would wake owners whose reads fail with
+		// ErrNotSynced, and who are not woken again when it syncs. They
+		// are woken with the others then.
+		if keys := wake[e]; len(keys) > 0 && e.state == StatePending {
+			e.initMu.Lock()
+			e.addInitKeysLocked(keys)
+			e.initMu.Unlock()
+			delete(wake, e)
 		}
 	}
 	r.changedLocked()
@@ -828,9 +861,14 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 			}
 		}
 	}
+	// A ref moved to another entry may have changed state for its
+	// WaitForSync without any entry changing its own: a failed entry
+	// waiting for its retry, for one, left for a synced informer.
+	rebound := false
 	for ref, e := range plan {
 		if r.bound[ref] != e {
 			r.rebindLocked(ref, e)
+			rebound = true
 		}
 		if e.refs[ref] == nil {
 			e.refs[ref] = map[K]struct{}{}
@@ -848,7 +886,7 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	} else {
 		r.owners[owner] = want
 	}
-	if len(fresh) > 0 {
+	if len(fresh) > 0 || rebound {
 		r.changedLocked()
 	}
 	r.log.V(2).Info("Tracking", "owner", owner, "refs", len(want), "started", len(fresh))
@@ -1026,7 +1064,8 @@ func (r *Registry[K]) Synced(ref Ref) bool { return r.State(ref) == StateSynced 
 // StateError once its informer has ended for good, and ctx's error (joined
 // with the ref's last StateError, if any) when ctx is done first. With
 // Options.RetryFailed, Forbidden and Gone are not the end: it keeps waiting
-// through the retries.
+// through the retries. OverBudget is, while its cluster is held: a hold
+// lasts up to RetryMaxDelay, and the cluster may go over again after it.
 func (r *Registry[K]) WaitForSync(ctx context.Context, ref Ref) error {
 	var last error
 	for {
@@ -1039,6 +1078,10 @@ func (r *Registry[K]) WaitForSync(ctx context.Context, ref Ref) error {
 			st, stErr = e.state, e.err
 		}
 		retrying := e != nil && !e.retryAt.IsZero()
+		if retrying && st == StateOverBudget {
+			_, held := r.heldLocked(e.ref.Cluster, r.clock.Now())
+			retrying = !held
+		}
 		r.mu.Unlock()
 		switch {
 		case e == nil:
@@ -1049,6 +1092,9 @@ func (r *Registry[K]) WaitForSync(ctx context.Context, ref Ref) error {
 			return stErr
 		case st.failed():
 			last = stErr
+		}
+		if r.hooks.waiting != nil {
+			r.hooks.waiting(ref)
 		}
 		select {
 		case <-ctx.Done():

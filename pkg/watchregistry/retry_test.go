@@ -3,6 +3,7 @@ package watchregistry_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +157,52 @@ func TestStartDoesNotBlockAndRunsOnce(t *testing.T) {
 	if s := r.Stats(); s.Running != 0 {
 		t.Fatalf("%d informers running after Done", s.Running)
 	}
+}
+
+// TestWaitForSyncOfARetryingRefReturnsOnceASyncedInformerServesIt waits
+// for a namespaced ref whose informer was refused and waits for its retry,
+// while an all-namespaces informer of the same resource syncs and the
+// ref's owner tracks it again: whichever moves the ref to the synced
+// informer must end the wait, though no informer changed state then.
+func TestWaitForSyncOfARetryingRefReturnsOnceASyncedInformerServesIt(t *testing.T) {
+	admin := newClients(t, env.Config)
+	ns := newNamespace(t, admin.cs)
+	deny := &refuser{path: "/api/v1/namespaces/" + ns + "/configmaps"}
+	deny.on.Store(true)
+	c := newClients(t, deny.wrap(env.Config))
+	// The fake clock never moves: the ref's own retry never comes.
+	clk := testingclock.NewFakeClock(time.Now())
+	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue, RetryFailed: true, Clock: clk})
+	narrow := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	wide := watchregistry.Ref{GVR: configMaps}
+	// The owner tracks the ref again once the all-namespaces informer has
+	// synced, right after WaitForSync has read the ref's state and before
+	// it waits: only Track can wake it then.
+	var tracked atomic.Bool
+	watchregistry.OnWaiting(r, func(ref watchregistry.Ref) {
+		if ref == narrow && r.State(wide) == watchregistry.StateSynced && tracked.CompareAndSwap(false, true) {
+			if err := r.Track("owner-n", []watchregistry.Ref{narrow}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	run(t, r)
+
+	track(t, r, "owner-n", narrow)
+	waitState(t, r, narrow, watchregistry.StateForbidden)
+	synced := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		synced <- r.WaitForSync(ctx, narrow)
+	}()
+	deny.on.Store(false)
+	track(t, r, "owner-w", wide)
+	if err := <-synced; err != nil {
+		t.Fatalf("WaitForSync of a ref a synced informer serves: %v", err)
+	}
+	if snap, _ := r.Snapshot(narrow); snap.ServedBy != wide || snap.State != watchregistry.StateSynced {
+		t.Fatalf("snapshot: %+v, want Synced, served by %s", snap, wide)
+	}
+	checkInvariants(t, r)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -159,4 +161,54 @@ func TestOwnWriteThroughAnotherRefIsNotDelivered(t *testing.T) {
 	if diff := cmp.Diff([]string{"Added barrier"}, delivered); diff != "" {
 		t.Fatalf("delivered events (-want +got):\n%s", diff)
 	}
+}
+
+// TestAllNamespacesInformerTakesOverAFailedNamespacedRef: a namespaced ref
+// whose informer was refused, and waits for its retry, is served by an
+// all-namespaces informer of its resource as soon as that one has synced,
+// rather than by a retry that would cache, and charge, the namespace's
+// objects a second time; its owner, whose reads failed, is woken.
+func TestAllNamespacesInformerTakesOverAFailedNamespacedRef(t *testing.T) {
+	admin := newClients(t, env.Config)
+	ns := newNamespace(t, admin.cs)
+	scope := selector + ",takeover=" + ns
+	cm := configMap(ns, "mine", "owner-n", nil)
+	cm.Labels["takeover"] = ns
+	createConfigMap(t, admin.cs, cm)
+	deny := &refuser{path: "/api/v1/namespaces/" + ns + "/configmaps"}
+	deny.on.Store(true)
+	c := newClients(t, deny.wrap(env.Config))
+	rec := &recorder{}
+	budget := watchregistry.NewBudget(100)
+	r := newRegistry(t, c, watchregistry.Options[string]{
+		Enqueue: rec.enqueue, LabelSelector: scope, RetryFailed: true, Clock: testingclock.NewFakeClock(time.Now()),
+	})
+	r.SetCluster("", c.dyn, c.md, watchregistry.WithBudget(budget))
+	run(t, r)
+	narrow := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	wide := watchregistry.Ref{GVR: configMaps}
+
+	track(t, r, "owner-n", narrow)
+	waitState(t, r, narrow, watchregistry.StateForbidden)
+	rec.waitAfter(t, 0, "owner-n told of the refusal", isType(watchregistry.EventStateChanged, "owner-n"))
+	// From now on a retry of the namespaced informer would list.
+	deny.on.Store(false)
+	pos := rec.mark()
+	track(t, r, "owner-w", wide)
+	waitState(t, r, wide, watchregistry.StateSynced)
+
+	snap, _ := r.Snapshot(narrow)
+	if snap.ServedBy != wide || snap.State != watchregistry.StateSynced || !snap.NextRetry.IsZero() || snap.LastError != nil {
+		t.Fatalf("snapshot of the failed ref once the all-namespaces informer synced: %+v; want Synced, served by %s, no retry", snap, wide)
+	}
+	if s := r.Stats(); !cmp.Equal(nonZero(s.Informers), map[watchregistry.State]int{watchregistry.StateSynced: 1}) {
+		t.Fatalf("informers by state: %v, want the all-namespaces one alone", nonZero(s.Informers))
+	}
+	rec.waitAfter(t, pos, "owner-n woken", isType(watchregistry.EventInitialList, "owner-n"))
+	if _, err := r.Get(narrow, ns, "mine"); err != nil {
+		t.Fatalf("Get through the taken-over ref: %v", err)
+	}
+	waitRunning(t, r, 1)
+	waitUsed(t, budget, 1)
+	checkInvariants(t, r)
 }

@@ -48,8 +48,9 @@ type Stats struct {
 	// Budgets reports the named Budgets of the registered clusters, by
 	// name: the objects their caches hold, and the most they may.
 	Budgets map[string]BudgetUse
-	// OverBudget counts the times a cluster's informers were stopped
-	// because their caches went over its Budget.
+	// OverBudget counts the times a cluster's caches went over its Budget,
+	// each of which put the cluster on hold and stopped its informers
+	// (unless its clients changed first, which stopped them anyway).
 	OverBudget uint64
 }
 
@@ -160,7 +161,7 @@ func newMetrics(ns string) metrics {
 		budgetUsed:     d("budget_objects", "Objects held by the caches of the clusters charged to a named budget.", "budget"),
 		budgetMax:      d("budget_max_objects", "The most objects the caches of the clusters charged to a named budget may hold.", "budget"),
 		budgetBytes:    d("budget_bytes", "Bytes taken by the objects the caches of the clusters charged to a named budget hold.", "budget"),
-		overBudget:     d("over_budget_total", "Times a cluster's informers were stopped because their caches went over its budget."),
+		overBudget:     d("over_budget_total", "Times a cluster's caches went over its budget, which stopped its informers for a hold."),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Name: "informer_sync_duration_seconds",
 			Help:    "Time from an informer's start to the end of its initial list.",
