@@ -17,7 +17,9 @@ func TestEventsOfOneNamespaceCannotCrowdOutAnothers(t *testing.T) {
 	sink := record.NewFakeRecorder(1000)
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	f := newFairRecorder(sink, clk, prometheus.NewRegistry())
-	obj := func(ns string) *corev1.ConfigMap { return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}} }
+	obj := func(ns string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}
+	}
 
 	for range namespaceEventBurst + 100 {
 		f.Eventf(obj("noisy"), corev1.EventTypeWarning, "Failed", "%s", "again")
