@@ -402,7 +402,14 @@ func (cc *clusterClients) as(namespace, name string) (*impersonated, error) {
 	// The user is named outermost, over the cluster's transport, as
 	// client-go does for a configuration that impersonates.
 	hc := *cc.http
-	hc.Transport = transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{UserName: user}, cc.http.Transport)
+	base := hc.Transport
+	if base == nil {
+		// A configuration without TLS, wrappers or a timeout gets
+		// http.DefaultClient, whose nil transport is the default one: the
+		// impersonating wrapper needs it named.
+		base = http.DefaultTransport
+	}
+	hc.Transport = transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{UserName: user}, base)
 	dyn, err := dynamic.NewForConfigAndClient(cc.config, &hc)
 	if err != nil {
 		return nil, fmt.Errorf("client impersonating %s: %w", user, err)
