@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,7 +173,9 @@ func parsePercent(v string) (float64, error) {
 		return 0, fmt.Errorf("want a percentage such as 10%%")
 	}
 	f /= scale
-	if f < 0 || f > 1 {
+	// NaN compares false with everything: refused by name, or it would
+	// pass as a share and make every re-check's delay NaN.
+	if math.IsNaN(f) || f < 0 || f > 1 {
 		return 0, fmt.Errorf("must be between 0%% and 100%%")
 	}
 	return f, nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ func TestParse(t *testing.T) {
 			data:         map[string]string{"requeueResourcesAfter": "soon", "eventBasedReconcile": "yes please", "requeueJitter": "150%"},
 			want:         &Config{RequeueAfter: time.Minute, EventBased: false, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers},
 			wantProblems: []string{"eventBasedReconcile", "requeueJitter", "requeueResourcesAfter"},
+		},
+		{
+			name:         "a jitter that is not a number is refused: it would turn every re-check off",
+			data:         map[string]string{"requeueJitter": "NaN%"},
+			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers},
+			wantProblems: []string{"requeueJitter"},
 		},
 		{
 			name:         "negative interval is refused",
@@ -74,5 +81,26 @@ func TestJittered(t *testing.T) {
 	}
 	if got := Jittered(0, 0.1, func() float64 { return 1 }); got != 0 {
 		t.Errorf("jitter of an interval that is off = %v, want 0", got)
+	}
+}
+
+// A re-check is never turned off by its jitter: neither by a jitter that is
+// not a number nor by an interval so long that the jittered one overflows.
+func TestJitteredNeverTurnsARecheckOff(t *testing.T) {
+	one := func() float64 { return 1 }
+	for _, tc := range []struct {
+		d      time.Duration
+		jitter float64
+		want   time.Duration
+	}{
+		{time.Minute, 0.1, time.Minute + 6*time.Second},
+		{time.Minute, math.NaN(), time.Minute},
+		{2_400_000 * time.Hour, 0.1, math.MaxInt64},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{0, 0.1, 0},
+	} {
+		if got := Jittered(tc.d, tc.jitter, one); got != tc.want {
+			t.Errorf("Jittered(%s, %v) = %s, want %s", tc.d, tc.jitter, got, tc.want)
+		}
 	}
 }

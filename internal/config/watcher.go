@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -103,8 +104,15 @@ func (w *Watcher) publish(cfg *Config) {
 // Jittered returns d stretched by a random fraction of up to jitter, so that
 // resources created together spread their periodic re-checks.
 func Jittered(d time.Duration, jitter float64, rand func() float64) time.Duration {
-	if d <= 0 || jitter <= 0 {
+	if d <= 0 || !(jitter > 0) {
 		return d
 	}
-	return d + time.Duration(float64(d)*jitter*rand())
+	// A float past the largest duration converts to a negative one, and a
+	// negative delay means no re-check at all: an interval of millions of
+	// hours saturates instead.
+	extra := float64(d) * jitter * rand()
+	if extra >= float64(math.MaxInt64-d) {
+		return math.MaxInt64
+	}
+	return d + time.Duration(extra)
 }
