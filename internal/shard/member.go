@@ -383,6 +383,12 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 		if id == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 			continue
 		}
+		// A member holds the Lease of its own name only: another Lease
+		// naming it would make it count twice, acknowledging with
+		// whichever was read last.
+		if l.Name != leaseName(id) {
+			continue
+		}
 		if id == m.opts.Identity {
 			if !fenced && m.created {
 				view = append(view, id)
@@ -391,7 +397,20 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 			renewed[id] = l.Spec.RenewTime.Time
 			continue
 		}
-		expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		// A renewal dated ahead counts from when this member first saw
+		// it: dated years ahead, it kept a member that never acknowledged
+		// anything in the view for years, so that no view settled, and
+		// overflowed the wait for its expiry into a negative one, a loop
+		// without pause. A member whose clock is ahead renews, and is
+		// seen renewing, every renew period.
+		renewedAt := l.Spec.RenewTime.Time
+		if renewedAt.After(now) {
+			renewedAt = now
+			if r, ok := m.seen[id]; ok && r.renewed.Equal(l.Spec.RenewTime.Time) {
+				renewedAt = r.seen
+			}
+		}
+		expires := renewedAt.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 		if !expires.After(now) {
 			if now.Sub(expires) > 10*m.opts.LeaseDuration {
 				// Long dead: its Lease is litter.
@@ -400,7 +419,7 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 			}
 			continue
 		}
-		next = min(next, expires.Sub(now)+10*time.Millisecond)
+		next = max(min(next, expires.Sub(now)+10*time.Millisecond), 10*time.Millisecond)
 		view = append(view, id)
 		acks[id] = l.Annotations[ViewAnnotation]
 		renewed[id] = l.Spec.RenewTime.Time
