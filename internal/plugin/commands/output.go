@@ -1,18 +1,21 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vidra-operator/vidra/internal/plugin/preview"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -50,36 +53,58 @@ func checkOutput(output string, formats ...string) error {
 func printObject(w io.Writer, obj runtime.Object, output string) error {
 	var p printers.ResourcePrinter
 	switch output {
-	case "json":
+	case "json", "yaml":
+		// YAML from JSON, as kubectl's YAML printer makes it, with the C1
+		// controls of the JSON escaped first (see printData).
 		p = &printers.JSONPrinter{}
-	case "yaml":
-		p = &printers.YAMLPrinter{}
 	case "name":
 		p = &printers.NamePrinter{}
 	default:
 		return checkOutput(output, "json", "yaml", "name")
 	}
-	return printers.NewTypeSetter(scheme.Scheme).ToPrinter(&printers.OmitManagedFieldsPrinter{Delegate: p}).PrintObj(obj, w)
+	printer := printers.NewTypeSetter(scheme.Scheme).ToPrinter(&printers.OmitManagedFieldsPrinter{Delegate: p})
+	if output == "name" {
+		return printer.PrintObj(obj, w)
+	}
+	var buf bytes.Buffer
+	if err := printer.PrintObj(obj, &buf); err != nil {
+		return err
+	}
+	return writeJSON(w, buf.Bytes(), output)
+}
+
+// writeJSON writes JSON text as -o json or yaml asks, with its C1 controls
+// (U+0080 to U+009F) escaped, and in JSON the bidirectional overrides too,
+// which would reorder what the terminal shows after them. A tenant can put them in any message or
+// annotation a resource shows: JSON leaves them as they are, so -o json
+// wrote them to the terminal, where U+009B starts a control sequence, and
+// the YAML writer refuses them, so -o yaml failed on them.
+func writeJSON(w io.Writer, j []byte, output string) error {
+	j = preview.EscapeC1(j)
+	if output == "json" {
+		j = escapeBidi(j)
+	}
+	if output == "yaml" {
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return err
+		}
+		j = y
+	}
+	_, err := w.Write(j)
+	return err
 }
 
 // printData prints a structure of kubectl vidra's own (a tree, a diff) as
 // -o json or yaml asks.
 func printData(w io.Writer, v any, output string) error {
 	switch output {
-	case "json":
+	case "json", "yaml":
 		b, err := json.MarshalIndent(v, "", "    ")
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return writeJSON(w, append(b, '\n'), output)
 	}
 	return checkOutput(output, "json", "yaml")
 }
@@ -91,4 +116,30 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// escapeBidi writes the bidirectional embeddings, overrides and isolates
+// (U+202A to U+202E, U+2066 to U+2069) of JSON text as escapes: the same
+// JSON value, shown as written.
+func escapeBidi(j []byte) []byte {
+	var out []byte
+	for i := 0; i < len(j); {
+		r, n := utf8.DecodeRune(j[i:])
+		if (r < 0x202a || r > 0x202e) && (r < 0x2066 || r > 0x2069) {
+			if out != nil {
+				out = append(out, j[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(j)+16), j[:i]...)
+		}
+		out = fmt.Appendf(out, `\u%04x`, r)
+		i += n
+	}
+	if out == nil {
+		return j
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +89,38 @@ func TestErrorsKeepHostileTextOffTheTerminal(t *testing.T) {
 		t.Errorf("not the error of the definition:\n%q", errOut.String())
 	}
 	checkTerminal(t, "diff's error", errOut.String())
+}
+
+// -o json and -o yaml show what a tenant wrote exactly, as escapes where
+// the terminal would act on it; YAML used to fail on a C1 control, and
+// JSON to print it, and a bidirectional override, raw.
+func TestStructuredOutputShowsHostileTextAsEscapes(t *testing.T) {
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a",
+		Annotations: map[string]string{"note": hostile}}}
+	vr.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Failed", Message: hostile}}
+	for _, output := range []string{"json", "yaml"} {
+		var obj, data strings.Builder
+		if err := printObject(&obj, vr, output); err != nil {
+			t.Fatalf("-o %s of a resource: %v", output, err)
+		}
+		if err := printData(&data, map[string]string{"message": hostile}, output); err != nil {
+			t.Fatalf("-o %s of a tree: %v", output, err)
+		}
+		for what, out := range map[string]string{"a resource": obj.String(), "a tree": data.String()} {
+			if output == "json" {
+				checkTerminal(t, "-o json of "+what, out)
+			} else if strings.ContainsRune(out, '\u009b') {
+				t.Errorf("-o yaml of %s prints U+009B:\n%q", what, out)
+			}
+		}
+	}
+	// Exact: the JSON reads back as what was written.
+	var b strings.Builder
+	if err := printData(&b, map[string]string{"message": hostile}, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]string
+	if err := json.Unmarshal([]byte(b.String()), &back); err != nil || back["message"] != hostile {
+		t.Errorf("-o json reads back as %q (%v), want the text written", back["message"], err)
+	}
 }

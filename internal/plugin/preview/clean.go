@@ -40,20 +40,20 @@ func YAML(u *unstructured.Unstructured) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
-	b, err := yaml.JSONToYAML(escapeC1(j))
+	b, err := yaml.JSONToYAML(EscapeC1(j))
 	if err != nil {
 		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return string(b), nil
 }
 
-// escapeC1 writes the C1 controls (U+0080 to U+009F) of JSON text as
+// EscapeC1 writes the C1 controls (U+0080 to U+009F) of JSON text as
 // escapes. JSON leaves them as they are, and the YAML reader that turns
 // JSON into YAML refuses them in its input: an object holding one, which
 // anyone who may write the object can put in a value, could not be shown.
 // Read from an escape, the YAML writer quotes and escapes them in turn.
 // They are only ever in strings: JSON's own syntax is ASCII.
-func escapeC1(j []byte) []byte {
+func EscapeC1(j []byte) []byte {
 	var out []byte
 	for i := 0; i < len(j); {
 		r, n := utf8.DecodeRune(j[i:])
