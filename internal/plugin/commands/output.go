@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -119,27 +118,7 @@ func version() string {
 }
 
 // escapeBidi writes the bidirectional embeddings, overrides and isolates
-// (U+202A to U+202E, U+2066 to U+2069) of JSON text as escapes: the same
-// JSON value, shown as written.
+// (U+202A to U+202E, U+2066 to U+2069) of JSON text as escapes.
 func escapeBidi(j []byte) []byte {
-	var out []byte
-	for i := 0; i < len(j); {
-		r, n := utf8.DecodeRune(j[i:])
-		if (r < 0x202a || r > 0x202e) && (r < 0x2066 || r > 0x2069) {
-			if out != nil {
-				out = append(out, j[i:i+n]...)
-			}
-			i += n
-			continue
-		}
-		if out == nil {
-			out = append(make([]byte, 0, len(j)+16), j[:i]...)
-		}
-		out = fmt.Appendf(out, `\u%04x`, r)
-		i += n
-	}
-	if out == nil {
-		return j
-	}
-	return out
+	return preview.EscapeRunes(j, func(r rune) bool { return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) })
 }

@@ -54,10 +54,17 @@ func YAML(u *unstructured.Unstructured) (string, error) {
 // Read from an escape, the YAML writer quotes and escapes them in turn.
 // They are only ever in strings: JSON's own syntax is ASCII.
 func EscapeC1(j []byte) []byte {
+	return EscapeRunes(j, func(r rune) bool { return r >= 0x80 && r <= 0x9f })
+}
+
+// EscapeRunes writes the runes of JSON text that escape reports as JSON
+// escapes: the same value, written otherwise. Only strings can hold a rune
+// past ASCII, so escape must report none of JSON's own syntax.
+func EscapeRunes(j []byte, escape func(rune) bool) []byte {
 	var out []byte
 	for i := 0; i < len(j); {
 		r, n := utf8.DecodeRune(j[i:])
-		if r < 0x80 || r > 0x9f {
+		if !escape(r) {
 			if out != nil {
 				out = append(out, j[i:i+n]...)
 			}
