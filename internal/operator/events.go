@@ -1,14 +1,13 @@
 package operator
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/nsbucket"
 )
 
 // Events of one namespace's resources, per second and in a burst: as many
@@ -29,15 +28,12 @@ const (
 type fairRecorder struct {
 	record.EventRecorder
 	clock   clock.PassiveClock
+	buckets *nsbucket.Buckets
 	dropped prometheus.Counter
-
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
-	calls    int
 }
 
 func newFairRecorder(r record.EventRecorder, clk clock.PassiveClock, reg prometheus.Registerer) *fairRecorder {
-	f := &fairRecorder{EventRecorder: r, clock: clk, limiters: map[string]*rate.Limiter{},
+	f := &fairRecorder{EventRecorder: r, clock: clk, buckets: nsbucket.New(namespaceEventRate, namespaceEventBurst),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vidra_events_dropped_total",
 			Help: "Events not recorded because their namespace's resources had recorded too many at once (20 per second, in bursts of 200).",
@@ -54,25 +50,7 @@ func (f *fairRecorder) allow(obj runtime.Object) bool {
 	if err != nil {
 		return true
 	}
-	now := f.clock.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.calls%1024 == 0 {
-		// A full bucket is a new one: drop those, so that namespaces come
-		// and go without their buckets piling up.
-		for ns, lim := range f.limiters {
-			if lim.TokensAt(now) >= namespaceEventBurst {
-				delete(f.limiters, ns)
-			}
-		}
-	}
-	lim := f.limiters[m.GetNamespace()]
-	if lim == nil {
-		lim = rate.NewLimiter(namespaceEventRate, namespaceEventBurst)
-		f.limiters[m.GetNamespace()] = lim
-	}
-	if lim.AllowN(now, 1) {
+	if f.buckets.Allow(m.GetNamespace(), f.clock.Now()) {
 		return true
 	}
 	f.dropped.Inc()

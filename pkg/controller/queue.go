@@ -4,9 +4,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/vidra-operator/vidra/internal/nsbucket"
 )
 
 // fairQueue is the work queue's storage (client-go's workqueue.Queue): one
@@ -101,45 +102,22 @@ func (q *fairQueue) finished(key cache.ObjectName) {
 // hundreds of a tenant's resources) without taking the retries of other
 // namespaces into the same line, as one shared bucket would.
 type namespaceBucketLimiter struct {
-	qps   rate.Limit
-	burst int
-
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
-	calls    int
+	buckets *nsbucket.Buckets
 }
 
-var _ workqueue.TypedRateLimiter[cache.ObjectName] = (*namespaceBucketLimiter)(nil)
+var _ workqueue.TypedRateLimiter[cache.ObjectName] = namespaceBucketLimiter{}
 
-func newNamespaceBucketLimiter(qps float64, burst int) *namespaceBucketLimiter {
-	return &namespaceBucketLimiter{qps: rate.Limit(qps), burst: burst, limiters: map[string]*rate.Limiter{}}
+func newNamespaceBucketLimiter(qps float64, burst int) namespaceBucketLimiter {
+	return namespaceBucketLimiter{buckets: nsbucket.New(qps, burst)}
 }
 
-func (l *namespaceBucketLimiter) When(key cache.ObjectName) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	l.calls++
-	if l.calls%1024 == 0 {
-		// A full bucket is the same as a new one: drop those, so that
-		// namespaces come and go without their buckets piling up.
-		for ns, lim := range l.limiters {
-			if lim.TokensAt(now) >= float64(l.burst) {
-				delete(l.limiters, ns)
-			}
-		}
-	}
-	lim := l.limiters[key.Namespace]
-	if lim == nil {
-		lim = rate.NewLimiter(l.qps, l.burst)
-		l.limiters[key.Namespace] = lim
-	}
-	return lim.ReserveN(now, 1).DelayFrom(now)
+func (l namespaceBucketLimiter) When(key cache.ObjectName) time.Duration {
+	return l.buckets.Reserve(key.Namespace, time.Now())
 }
 
-func (l *namespaceBucketLimiter) Forget(cache.ObjectName) {}
+func (l namespaceBucketLimiter) Forget(cache.ObjectName) {}
 
-func (l *namespaceBucketLimiter) NumRequeues(cache.ObjectName) int { return 0 }
+func (l namespaceBucketLimiter) NumRequeues(cache.ObjectName) int { return 0 }
 
 // newQueue builds the work queue: fair between namespaces (fairQueue), and
 // every retry rate-limited.
