@@ -119,7 +119,15 @@ func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
 				managers = append(managers, m)
 			}
 		}
-		cfg.OverrideManagers = managers
+		if len(managers) == 0 && strings.TrimSpace(v) != "" {
+			// Commas and no name is a list whose names were lost (a
+			// template's empty variable), not a choice of none: an empty
+			// value says none.
+			bad(KeyOverrideManagers, "no field manager named; list names separated by commas, or leave the value empty to take back hand edits only of the fields the manifest sets",
+				func() { cfg.OverrideManagers = prev.OverrideManagers })
+		} else {
+			cfg.OverrideManagers = managers
+		}
 	}
 
 	for _, k := range legacyKeys {

@@ -52,6 +52,17 @@ func TestParse(t *testing.T) {
 			wantProblems: []string{"requeueResourcesAfter"},
 		},
 		{
+			name: "an empty list of managers is none",
+			data: map[string]string{"overrideManagers": " "},
+			want: &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1},
+		},
+		{
+			name:         "commas that name no manager keep the previous list",
+			data:         map[string]string{"overrideManagers": " , ,"},
+			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1, OverrideManagers: []string{"kubectl"}},
+			wantProblems: []string{"overrideManagers"},
+		},
+		{
 			name:         "earlier operator's keys are accepted with a warning",
 			data:         map[string]string{"requeueSyncAfter": "1m", "queryName": "x", "typo": "1"},
 			want:         Default(),
