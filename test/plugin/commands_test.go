@@ -51,6 +51,31 @@ func TestGetListsResourcesWithHealthAndDrift(t *testing.T) {
 	golden(t, "get-missing.txt", res.stderr, normal{names: map[string]string{ns: "<ns>"}})
 }
 
+// get lists in pages: every resource shows whatever the page size, so the
+// continue token is followed.
+func TestGetListsEveryPage(t *testing.T) {
+	ns := namespace(t)
+	for _, name := range []string{"a", "b", "c"} {
+		testenv.CreateVR(t, vidra, ns, name, configMap(name, "1"))
+	}
+	want := "vidraresource.infrahub.operators.com/a\nvidraresource.infrahub.operators.com/b\nvidraresource.infrahub.operators.com/c\n"
+	for _, chunk := range []string{"1", "2", "0"} {
+		if got := run(t, "get", "-n", ns, "-o", "name", "--chunk-size", chunk).expect(t, 0).stdout; got != want {
+			t.Errorf("--chunk-size %s printed %q, want %q", chunk, got, want)
+		}
+	}
+	out := run(t, "get", "-n", ns, "-o", "json", "--chunk-size", "2").expect(t, 0).stdout
+	if n := strings.Count(out, `"kind": "VidraResource"`); n != 3 {
+		t.Errorf("-o json in pages of 2 holds %d resources, want 3:\n%s", n, out)
+	}
+	table := run(t, "get", "-n", ns, "--chunk-size", "1").expect(t, 0).stdout
+	for _, name := range []string{"a", "b", "c"} {
+		if !strings.Contains(table, "\n"+name+" ") {
+			t.Errorf("the table in pages of 1 lacks %s:\n%s", name, table)
+		}
+	}
+}
+
 func TestTreeShowsObjectsHealthAndTheLastDriftCorrection(t *testing.T) {
 	ns := namespace(t)
 	ready(t, ns, "web", docs(configMap("a", "1"), configMap("b", "1")))

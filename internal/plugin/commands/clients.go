@@ -9,11 +9,13 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/vidra-operator/vidra/internal/plugin/render"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -119,6 +121,30 @@ func asServiceAccount(ctx context.Context, c *clients, ns, sa string) (*rest.Con
 	return cfg, nil
 }
 
+// defaultChunkSize is how many VidraResources one list request asks for, as
+// kubectl get's --chunk-size: thousands of resources, each with its
+// manifests and status, are listed in pages, so that no single response
+// has to hold them all, on the API server or here.
+const defaultChunkSize = 500
+
+// list calls each with every VidraResource of namespace (all of them for
+// metav1.NamespaceAll) that selector selects, chunk at a time (0: in one
+// request). A continue token that expired while paging restarts as one
+// full list, as kubectl does.
+func (c *clients) list(ctx context.Context, namespace, selector string, chunk int64, each func(*v1alpha1.VidraResource) error) error {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.vidra.InfrahubV1alpha1().VidraResources(namespace).List(ctx, opts)
+	})
+	p.PageSize = chunk
+	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+		return each(obj.(*v1alpha1.VidraResource))
+	})
+	if err != nil {
+		return fmt.Errorf("list vidraresources: %w", err)
+	}
+	return nil
+}
+
 // completeNames completes the NAME argument with the VidraResources of the
 // namespace the flags name: only one name, then nothing.
 func (r *root) completeNames(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
@@ -129,13 +155,13 @@ func (r *root) completeNames(cmd *cobra.Command, args []string, toComplete strin
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	list, err := c.vidra.InfrahubV1alpha1().VidraResources(c.namespace).List(cmd.Context(), metav1.ListOptions{})
+	var names []string
+	err = c.list(cmd.Context(), c.namespace, "", defaultChunkSize, func(vr *v1alpha1.VidraResource) error {
+		names = append(names, render.Safe(vr.Name))
+		return nil
+	})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for _, vr := range list.Items {
-		names = append(names, render.Safe(vr.Name))
 	}
 	slices.Sort(names)
 	return names, cobra.ShellCompDirectiveNoFileComp

@@ -16,6 +16,7 @@ func newGet(r *root) *cobra.Command {
 		all      bool
 		output   string
 		selector string
+		chunk    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
@@ -60,19 +61,26 @@ Report) and how many drift corrections the history holds.`,
 				if all {
 					ns = metav1.NamespaceAll
 				}
-				list, err := c.vidra.InfrahubV1alpha1().VidraResources(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+				list := &v1alpha1.VidraResourceList{}
+				err := c.list(ctx, ns, selector, chunk, func(vr *v1alpha1.VidraResource) error {
+					if output == "name" {
+						return printObject(r.streams.Out, vr, output)
+					}
+					if output == "" || output == "wide" {
+						// The table shows no manifest: do not hold
+						// thousands of them until it is printed.
+						vr.Spec.Manifest = ""
+					}
+					list.Items = append(list.Items, *vr)
+					return nil
+				})
 				if err != nil {
-					return fmt.Errorf("list vidraresources: %w", err)
+					return err
+				}
+				if output == "name" {
+					return nil
 				}
 				if output != "" && output != "wide" {
-					if output == "name" {
-						for i := range list.Items {
-							if err := printObject(r.streams.Out, &list.Items[i], output); err != nil {
-								return err
-							}
-						}
-						return nil
-					}
 					return printObject(r.streams.Out, list, output)
 				}
 				if len(list.Items) == 0 {
@@ -94,6 +102,7 @@ Report) and how many drift corrections the history holds.`,
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the resources of every namespace.")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "Label selector to filter on, such as team=web.")
+	cmd.Flags().Int64Var(&chunk, "chunk-size", defaultChunkSize, "List the resources this many at a time, as kubectl get does; 0 lists them in one request.")
 	addOutput(cmd, &output, "", "wide", "json", "yaml", "name")
 	return cmd
 }
