@@ -42,8 +42,9 @@ func mark(obj *unstructured.Unstructured, vr *v1alpha1.VidraResource) *unstructu
 
 // TrimForCache trims what the watch registry caches, which is most of the
 // operator's memory: the last-applied annotation kubectl writes (a full copy
-// of the object), Vidra's own managedFields entry (its field set is the
-// manifest) and those of status writers. Hand-edit managers keep their field
+// of the object), Vidra's own managedFields entries (the field set of its
+// apply is the manifest: the entry keeps its name, which says that Vidra
+// applied the object) and those of status writers. Hand-edit managers keep their field
 // sets, which are taken back; every other manager keeps only its name and
 // time, for the Conflict message that names a rival writer. The override
 // managers are read when an object is cached, so a configuration change
@@ -59,7 +60,13 @@ func TrimForCache(u *unstructured.Unstructured, overrides []string) {
 		kept := mf[:0]
 		for _, e := range mf {
 			switch {
-			case e.Subresource == "status", isVidraManager(e.Manager):
+			case e.Subresource == "status":
+				continue
+			case e.Manager == v1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply:
+				// Its name and operation only: what tells an object Vidra
+				// applied from one that merely carries a copy of its marks.
+				e = metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation}
+			case isVidraManager(e.Manager):
 				continue
 			case slices.Contains(overrides, e.Manager):
 			default:

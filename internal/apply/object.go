@@ -432,9 +432,11 @@ func escapePointer(path []string) []string {
 func (e *Engine) recreate(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) error {
 	client := pass.Target.Client.Resource(p.gvr).Namespace(p.obj.GetNamespace())
 	e.registry.ExpectDelete(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, live)
-	uid := live.GetUID()
+	// The version whose marks checkOwner read: one handed over or changed
+	// since is a conflict, and the retry looks again.
+	uid, rv := live.GetUID(), live.GetResourceVersion()
 	bg := metav1.DeletePropagationBackground
-	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete to recreate: %w", err)
 	}

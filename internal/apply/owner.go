@@ -111,7 +111,14 @@ func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstruct
 func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.Unstructured, p *planned) *ObjectError {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if uid == string(pass.VR.UID) {
-		return nil
+		// The resource's UID is no secret (its objects carry it): marks
+		// copied onto an object someone else made, say a backup restored
+		// or an edited copy created in the place of Vidra's, do not make
+		// it this resource's to write, record and later delete.
+		if appliedByVidra(live.GetManagedFields()) {
+			return nil
+		}
+		return unmanagedError(pass, p, "carries this resource's marks but was never applied by Vidra (created from a copy of Vidra's object?)")
 	}
 	if uid == "" {
 		return unmanagedError(pass, p, "exists and is not managed by Vidra")

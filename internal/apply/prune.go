@@ -159,7 +159,10 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	if err != nil {
 		return nothingToLetGo, fmt.Errorf("read %s: %w", inventoryKey(m), err)
 	}
-	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) {
+	// The marks alone do not make the object this resource's: anyone who
+	// may label an object can copy them, and a copy made in the place of an
+	// object Vidra applied would otherwise be deleted in its stead.
+	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !appliedByVidra(live.GetManagedFields()) {
 		return nothingToLetGo, nil
 	}
 	key := inventoryKey(m)
@@ -246,20 +249,23 @@ func firstHeir(claims []claim, review func(claim) (denied, grant string, err err
 func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadata.ResourceInterface, ref watchregistry.Ref, key ObjectKey, live metav1.Object, del bool) (letGoResult, error) {
 	if !del {
 		logger.V(2).Info("Releasing object")
-		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live.GetName())
+		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
 	}
 	if pruneDisabled(live) && live.GetDeletionTimestamp() == nil {
 		logger.V(2).Info("Releasing object instead of deleting it", "annotation", v1alpha1.PrunePolicyAnnotation)
-		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live.GetName())
+		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return deleted, nil
 	}
 	logger.V(2).Info("Deleting object")
 	e.registry.ExpectDelete(ref, live)
-	uid := live.GetUID()
+	// The version whose marks were read: an object handed over or marked
+	// anew since then is no longer this resource's to delete (a conflict,
+	// and the retry reads the marks again).
+	uid, rv := live.GetUID(), live.GetResourceVersion()
 	bg := metav1.DeletePropagationBackground
-	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nothingToLetGo, fmt.Errorf("delete %s: %w", key, err)
 	}
@@ -294,11 +300,14 @@ func handOver(ctx context.Context, client metadata.ResourceInterface, w *watchre
 // left to whoever manages it next and no Vidra watch sees it any more. Its
 // field manager is not Vidra's apply manager, so the released object never
 // looks like one Vidra applied and keeps. w is the patch, declared to the
-// registry: the watch sees it as a delete at its version.
-func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, kind, name string) error {
+// registry: the watch sees it as a delete at its version. The patch is
+// guarded by the version of live whose marks were read, as the delete is.
+func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watchregistry.Write, kind string, live metav1.Object) error {
+	name := live.GetName()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
-		"annotations": map[string]any{v1alpha1.OwnedByAnnotation: nil},
+		"resourceVersion": live.GetResourceVersion(),
+		"labels":          map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
+		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: nil},
 	}})
 	if err != nil {
 		w.Abort()

@@ -500,6 +500,8 @@ func liveApp(namespace string, owner *v1alpha1.VidraResource) *unstructured.Unst
 		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(owner.UID),
 			v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(owner))})
 		u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: owner.Namespace + "/" + owner.Name})
+		// Vidra's apply wrote it, as it wrote every object it manages.
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
 	}
 	return u
 }

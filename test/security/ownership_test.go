@@ -56,6 +56,53 @@ func hasMarks(o metav1.Object) bool {
 		o.GetAnnotations()[v1alpha1.OwnedByAnnotation] != ""
 }
 
+// An object made in the place of one Vidra applied, from a copy that kept
+// its marks (a backup restored, kubectl get -o yaml edited and created
+// again), is not Vidra's: the resource's UID is no secret, and only Vidra's
+// own apply makes an object its. The resource reports the copy as an object
+// it does not own, and deleting the resource leaves it.
+func TestACopyOfAManagedObjectIsNotTakenOrDeleted(t *testing.T) {
+	ns := tenant(t)
+	createVR(t, ns, "owner", ownershipConfigMap("app", map[string]string{"k": "v"}), asServiceAccount("deployer"))
+	waitVR(t, ns, "owner", "became Ready", isReady)
+	orig, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	suspend := func(on bool) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, on)
+		if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Patch(t.Context(), "owner", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suspend(true)
+	waitVR(t, ns, "owner", "suspended", hasCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSuspended))
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copied := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: orig.Labels, Annotations: orig.Annotations},
+		Data: map[string]string{"someone": "else's"}}
+	created, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), copied, metav1.CreateOptions{FieldManager: "restore"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	suspend(false)
+	waitVR(t, ns, "owner", "reported the copy as an object it does not own", conflictWith(v1alpha1.ReasonUnmanagedExists))
+
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeleted(t, ns, "owner")
+	now, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	switch {
+	case err != nil:
+		t.Fatalf("the copy was deleted with the resource: %v", err)
+	case now.UID != created.UID || now.Data["someone"] != "else's" || now.Data["k"] != "":
+		t.Errorf("the copy was written: %v", now.Data)
+	}
+}
+
 // A manifest naming someone else's Deployment, with an extra container, an
 // extra label and an extra annotation: a non-forced apply would merge all
 // three into the object before anyone noticed.

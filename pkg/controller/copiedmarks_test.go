@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+)
+
+// otherManifest declares ConfigMap other, so that a resource holding it
+// and app in its inventory prunes app.
+const otherManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\ndata:\n  key: value\n"
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// appMetadata is ConfigMap app as the metadata client reads it: the marks
+// of owner at resourceVersion rv, written by manager.
+func appMetadata(owner *v1alpha1.VidraResource, uid, rv string, manager metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+	u := liveApp(operatorNS, owner)
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "app", UID: k8stypes.UID(uid), ResourceVersion: rv,
+			Labels: u.GetLabels(), Annotations: u.GetAnnotations(), ManagedFields: []metav1.ManagedFieldsEntry{manager}}}
+}
+
+var (
+	vidraApply = metav1.ManagedFieldsEntry{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}
+	byHand     = metav1.ManagedFieldsEntry{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Time: &metav1.Time{Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
+)
+
+// An object someone else made in the place of one Vidra applied, from a
+// copy that kept its marks (a backup restored, kubectl get -o yaml edited
+// and created again), is not Vidra's: the resource's UID is no secret. A
+// resource that declares it reports it as an object Vidra does not own,
+// and does not write it or record it (which would have it deleted with the
+// resource).
+func TestAnObjectCarryingCopiedMarksIsNotTakenForVidras(t *testing.T) {
+	owner := newVR(operatorNS, "owner", configMapManifest)
+	copied := liveApp(operatorNS, owner)
+	copied.SetUID("someone-elses")
+	copied.SetManagedFields([]metav1.ManagedFieldsEntry{byHand})
+	f := newFixture(t, []*v1alpha1.VidraResource{owner}, copied)
+	f.run(cache.MetaObjectToName(owner))
+	if len(f.statuses) == 0 {
+		t.Fatalf("no status written; requests %v", f.actions)
+	}
+	st := f.statuses[len(f.statuses)-1]
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); c == nil || c.Reason != v1alpha1.ReasonUnmanagedExists {
+		t.Errorf("Conflict condition %+v, want reason %s", c, v1alpha1.ReasonUnmanagedExists)
+	}
+	if len(st.ManagedResources) != 0 {
+		t.Errorf("inventory %v, want empty: the copy is not this resource's", st.ManagedResources)
+	}
+	for _, a := range f.actions {
+		if verb, _, _ := strings.Cut(a, " "); verb != "get" && !strings.Contains(a, "/status ") {
+			t.Errorf("request %q sent, want reads only: the object is not Vidra's", a)
+		}
+	}
+}
+
+// The same copy, made while the object was in the inventory, is left alone
+// when the object leaves the manifest: the prune deletes only objects Vidra
+// applied.
+func TestPruneLeavesACopyOfAnObjectItApplied(t *testing.T) {
+	owner := newVR(operatorNS, "owner", otherManifest, reportedInSync)
+	f := newFixture(t, []*v1alpha1.VidraResource{owner})
+	if err := f.meta.Tracker().Add(appMetadata(owner, "someone-elses", "77", byHand)); err != nil {
+		t.Fatal(err)
+	}
+	f.run(cache.MetaObjectToName(owner))
+	if _, err := f.meta.Tracker().Get(configMaps, operatorNS, "app"); err != nil {
+		t.Fatalf("the prune deleted an object Vidra never applied: %v (requests %v)", err, f.actions)
+	}
+}
+
+// A prune deletes only the version whose marks it read: an object handed
+// over to another resource between the prune's read and its delete (by a
+// concurrent reconcile, two replicas during a slow handoff) is that
+// resource's, and stays.
+func TestPruneDeletesOnlyTheVersionItReadAsItsOwn(t *testing.T) {
+	owner := newVR(operatorNS, "owner", otherManifest, reportedInSync)
+	heir := newVR(operatorNS, "heir", configMapManifest)
+	f := newFixture(t, []*v1alpha1.VidraResource{owner, heir})
+	tracker := f.meta.Tracker()
+	if err := tracker.Add(appMetadata(owner, "app-uid", "42", vidraApply)); err != nil {
+		t.Fatal(err)
+	}
+	// The prune's read sees owner's marks; right after it, the object is
+	// handed over to heir.
+	f.meta.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := tracker.Get(configMaps, a.GetNamespace(), a.(k8stesting.GetAction).GetName())
+		if err == nil {
+			if err := tracker.Update(configMaps, appMetadata(heir, "app-uid", "43", vidraApply), operatorNS); err != nil {
+				t.Error(err)
+			}
+		}
+		return true, obj, err
+	})
+	// Deletes honour their preconditions, as the API server's do.
+	f.meta.PrependReactor("delete", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		cur, err := tracker.Get(configMaps, d.GetNamespace(), d.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		m := cur.(*metav1.PartialObjectMetadata)
+		if p := d.GetDeleteOptions().Preconditions; p != nil &&
+			(p.UID != nil && *p.UID != m.UID || p.ResourceVersion != nil && *p.ResourceVersion != m.ResourceVersion) {
+			return true, nil, apierrors.NewConflict(configMaps.GroupResource(), d.GetName(), nil)
+		}
+		return false, nil, nil
+	})
+	f.run(cache.MetaObjectToName(owner))
+	cur, err := tracker.Get(configMaps, operatorNS, "app")
+	if err != nil {
+		t.Fatalf("the object handed over to heir was deleted by owner's prune: %v (requests %v)", err, f.actions)
+	}
+	if got := cur.(*metav1.PartialObjectMetadata).Labels[v1alpha1.OwnerUIDLabel]; got != string(heir.UID) {
+		t.Errorf("owner-uid %q, want heir's %q", got, heir.UID)
+	}
+}
