@@ -82,8 +82,8 @@ type Member struct {
 	deadline time.Duration
 
 	// gate is held for reading by every reconcile (Enter), for writing by
-	// a change of view, which so waits for every reconcile under the
-	// previous view to end.
+	// the drain of a change of view, which so waits for every reconcile
+	// under the previous view to end, and by the settling of a view.
 	gate sync.RWMutex
 
 	mu       sync.Mutex
@@ -94,6 +94,19 @@ type Member struct {
 	owned    [Buckets]bool
 	nOwned   int
 	changeAt time.Time
+	// published is the view hash this member's Lease acknowledges: a view
+	// is acknowledged only once no reconcile entered under an earlier one
+	// runs. changes counts changes of view, drained is the last of them
+	// whose reconciles have all ended (see drain), and draining says a
+	// drain is under way.
+	published        string
+	changes, drained uint64
+	draining         bool
+	// epoch ends when the member is fenced: the reconciles under way are
+	// cancelled, for they must end before the others may count this member
+	// gone.
+	epoch    context.Context
+	endEpoch context.CancelFunc
 
 	lister    coordinationlisters.LeaseLister
 	signal    chan struct{}
@@ -139,12 +152,14 @@ func New(opts Options) (*Member, error) {
 	if opts.OnPrepare == nil {
 		opts.OnPrepare = func(context.Context, []int) {}
 	}
-	return &Member{
+	m := &Member{
 		opts:     opts,
 		lease:    leaseName(opts.Identity),
 		deadline: opts.LeaseDuration - 2*opts.RenewPeriod,
 		signal:   make(chan struct{}, 1),
-	}, nil
+	}
+	m.epoch, m.endEpoch = context.WithCancel(context.Background())
+	return m, nil
 }
 
 // Metrics returns the member's metrics.
@@ -172,15 +187,64 @@ func leaseName(identity string) string {
 }
 
 // Enter reports whether this replica reconciles key now. When it does, the
-// caller calls leave once the reconcile is over: a change of view waits
-// for it.
-func (m *Member) Enter(key cache.ObjectName) (leave func(), ok bool) {
+// reconcile runs with the context returned, which ends if the member is
+// fenced (it could not renew its Lease), and the caller calls leave once
+// the reconcile is over: a change of view waits for it.
+func (m *Member) Enter(ctx context.Context, key cache.ObjectName) (_ context.Context, leave func(), ok bool) {
 	m.gate.RLock()
-	if !m.Owns(key) {
+	m.mu.Lock()
+	ok = m.settled && !m.fenced && m.owned[Bucket(key)]
+	epoch := m.epoch
+	m.mu.Unlock()
+	if !ok {
 		m.gate.RUnlock()
-		return nil, false
+		return ctx, nil, false
 	}
-	return m.gate.RUnlock, true
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(epoch, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		m.gate.RUnlock()
+	}, true
+}
+
+// drain waits, off the member's goroutine, for every reconcile entered
+// before the latest change of view to end, and then pokes the member,
+// which acknowledges the view in its Lease. The member goes on renewing
+// its Lease meanwhile: were it to wait itself, a reconcile longer than
+// the Lease would let the others count it gone and take its keys over
+// while that reconcile still ran.
+func (m *Member) drain() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.draining {
+		return
+	}
+	m.draining = true
+	go func() {
+		for {
+			// Read under mu, after the change set settled to false:
+			// every reconcile Enter let in before holds the gate.
+			m.mu.Lock()
+			target := m.changes
+			m.mu.Unlock()
+			m.gate.Lock()
+			// Nothing to do inside: taking the gate was the wait.
+			m.gate.Unlock()
+			m.mu.Lock()
+			m.drained = max(m.drained, target)
+			done := m.changes == target
+			if done {
+				m.draining = false
+			}
+			m.mu.Unlock()
+			if done {
+				m.poke()
+				return
+			}
+		}
+	}()
 }
 
 // Owns reports whether key is this replica's in a settled view.
@@ -271,7 +335,7 @@ func (m *Member) leave(logger klog.Logger) {
 func (m *Member) renew(ctx context.Context) {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
-	hash := m.viewHash
+	hash := m.published
 	m.mu.Unlock()
 	err := m.writeLease(ctx, now, hash)
 	if err == nil {
@@ -279,6 +343,9 @@ func (m *Member) renew(ctx context.Context) {
 		m.mu.Lock()
 		wasFenced := m.fenced
 		m.fenced = false
+		if wasFenced {
+			m.epoch, m.endEpoch = context.WithCancel(context.Background())
+		}
 		m.mu.Unlock()
 		if wasFenced {
 			klog.FromContext(ctx).Info("Lease renewed again; rejoining")
@@ -294,9 +361,17 @@ func (m *Member) renew(ctx context.Context) {
 		m.mu.Unlock()
 		if !fenced {
 			klog.FromContext(ctx).Error(err, "Could not renew the member Lease within its deadline; reconciling nothing until it is renewed", "deadline", m.deadline)
+			m.mu.Lock()
+			m.fenced, m.settled, m.view, m.viewHash, m.published = true, false, nil, "", ""
+			m.changes++
+			m.endEpoch()
+			m.mu.Unlock()
+			// The reconciles under way were cancelled; they end before the
+			// others may count this member gone, a lease duration after its
+			// last renewal, rather than when they are done.
 			m.gate.Lock()
 			m.mu.Lock()
-			m.fenced, m.settled, m.view, m.viewHash = true, false, nil, ""
+			m.drained = m.changes
 			m.mu.Unlock()
 			m.gate.Unlock()
 			m.opts.Metrics.observeOwned(0, 0)
@@ -433,23 +508,31 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	changed := hash != m.viewHash
 	m.mu.Unlock()
 	if changed {
-		// Stop reconciling under the old view, and wait for what runs.
-		m.gate.Lock()
+		// Stop reconciling under the old view at once; the view is
+		// acknowledged once what runs has ended (drain).
 		m.mu.Lock()
 		m.view, m.viewHash, m.settled, m.changeAt = view, hash, false, now
+		m.changes++
 		m.mu.Unlock()
-		m.gate.Unlock()
+		m.drain()
 		m.opts.Metrics.rebalanced(len(view))
 		klog.FromContext(ctx).Info("Membership changed; handing over", "members", view)
-		if !fenced && slices.Contains(view, m.opts.Identity) {
-			m.renew(ctx)
-		}
-		return min(next, m.opts.RenewPeriod)
 	}
 
 	m.mu.Lock()
+	drained := m.drained == m.changes
+	publish := drained && m.published != m.viewHash
+	if publish {
+		m.published = m.viewHash
+	}
 	settled := m.settled
 	m.mu.Unlock()
+	if publish && !fenced && slices.Contains(view, m.opts.Identity) {
+		m.renew(ctx)
+	}
+	if changed || !drained {
+		return min(next, m.opts.RenewPeriod)
+	}
 	if settled {
 		m.prepare(ctx, view, suspects)
 		return next

@@ -111,8 +111,9 @@ type Options struct {
 // Shard decides which VidraResources this replica reconciles.
 type Shard interface {
 	// Enter reports whether this replica reconciles key now; when it does,
-	// leave is called once the reconcile is over.
-	Enter(key cache.ObjectName) (leave func(), ok bool)
+	// the reconcile runs with the context returned, which ends when the
+	// replica must stop at once, and leave is called once it is over.
+	Enter(ctx context.Context, key cache.ObjectName) (_ context.Context, leave func(), ok bool)
 	// Owns reports whether key is this replica's now.
 	Owns(key cache.ObjectName) bool
 }
@@ -379,7 +380,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	got := c.clock.Now()
 	defer c.queue.Done(key)
 	if c.opts.Shard != nil {
-		leave, ok := c.opts.Shard.Enter(key)
+		var leave func()
+		var ok bool
+		ctx, leave, ok = c.opts.Shard.Enter(ctx, key)
 		if !ok {
 			// Another replica's, or the share is changing: ShardChanged
 			// queues this replica's keys once it has settled.

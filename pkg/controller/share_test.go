@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,11 +91,11 @@ func (s *testShard) Owns(key cache.ObjectName) bool {
 	return s.settled && s.owned[shard.Bucket(key)]
 }
 
-func (s *testShard) Enter(key cache.ObjectName) (func(), bool) {
+func (s *testShard) Enter(ctx context.Context, key cache.ObjectName) (context.Context, func(), bool) {
 	if !s.Owns(key) {
-		return nil, false
+		return ctx, nil, false
 	}
-	return func() {}, true
+	return ctx, func() {}, true
 }
 
 // settle settles the view with buckets this replica's; none unsettles it.
