@@ -736,7 +736,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// clusters are not bounded as a tenant's are.
 	var pool *namespacePool
 	var disc *discoveryAccount
-	var slot chan struct{}
+	var slot *listSlot
 	requests := r.guard.requests
 	if ns := rk.secret.Namespace; ns != r.namespace {
 		pool, disc, slot = r.guard.watchPool(ns), r.guard.discoveryAccount(ns), r.guard.listSlot(ns)
@@ -801,7 +801,7 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 // clusters list.
 type listsOnly struct {
 	dynamic.Interface
-	slot chan struct{}
+	slot *listSlot
 }
 
 // IsWatchListSemanticsUnSupported tells client-go's reflectors to list.
@@ -823,7 +823,14 @@ func (r slotNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
 
 type slotResource struct {
 	dynamic.ResourceInterface
-	slot chan struct{}
+	slot *listSlot
+}
+
+// listSlot lets one list of a namespace's informers be read at a time.
+type listSlot struct {
+	held chan struct{}
+	// waiting counts the lists waiting for the slot.
+	waiting atomic.Int32
 }
 
 // List holds the namespace's slot while the list is read and decoded; the
@@ -833,11 +840,18 @@ func (r slotResource) List(ctx context.Context, opts metav1.ListOptions) (*unstr
 		return r.ResourceInterface.List(ctx, opts)
 	}
 	select {
-	case r.slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case r.slot.held <- struct{}{}:
+	default:
+		r.slot.waiting.Add(1)
+		select {
+		case r.slot.held <- struct{}{}:
+			r.slot.waiting.Add(-1)
+		case <-ctx.Done():
+			r.slot.waiting.Add(-1)
+			return nil, ctx.Err()
+		}
 	}
-	defer func() { <-r.slot }()
+	defer func() { <-r.slot.held }()
 	return r.ResourceInterface.List(ctx, opts)
 }
 

@@ -102,7 +102,7 @@ type remoteGuard struct {
 	mu sync.Mutex
 	// slots are the list slots of the namespaces (see listSlot), pools
 	// their watch pools (see watchPool).
-	slots map[string]chan struct{}
+	slots map[string]*listSlot
 	pools map[string]*namespacePool
 	// discoveryPools are the discovery pools of the namespaces.
 	discoveryPools map[string]*namespacePool
@@ -599,10 +599,10 @@ func (e *watchPoolError) Error() string {
 // listSlot returns the slot of namespace's informers (see listsOnly). A
 // list is bounded, but a tenant chooses how many kinds its clusters list,
 // and each list is held whole, decoded, before it is cached.
-func (g *remoteGuard) listSlot(namespace string) chan struct{} {
+func (g *remoteGuard) listSlot(namespace string) *listSlot {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return perNamespace(&g.slots, namespace, func() chan struct{} { return make(chan struct{}, 1) })
+	return perNamespace(&g.slots, namespace, func() *listSlot { return &listSlot{held: make(chan struct{}, 1)} })
 }
 
 // perNamespace returns (*m)[namespace], made by mk the first time. The

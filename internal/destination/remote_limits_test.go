@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -711,8 +712,15 @@ func TestRemoteInformersListInsteadOfStreaming(t *testing.T) {
 	_, watchDyn, _ := clientsFor(t, srv, 64<<20)
 	inf := dynamicinformer.NewFilteredDynamicInformer(watchDyn, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ns", 0, nil, nil).Informer()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go inf.RunWithContext(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		inf.RunWithContext(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-stopped
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("the informer did not sync")
 	}
@@ -736,17 +744,25 @@ func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
 	g := guard(t, Guard{})
 	var inFlight, most atomic.Int32
 	hold := make(chan struct{})
+	var release sync.Once
 	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		if r.URL.Query().Get("labelSelector") == "held" {
-			<-hold
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
 	})
+	// Registered after the server's: runs before it closes, which waits
+	// for the held list, should the test end early.
+	t.Cleanup(func() { release.Do(func() { close(hold) }) })
 	client := func(namespace string) dynamic.Interface {
 		_, watchDyn := remoteClientsIn(t, srv, g, namespace)
 		return watchDyn
@@ -755,31 +771,32 @@ func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
 	list := func(c dynamic.Interface, selector string) <-chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.Resource(cms).Namespace("ns").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+			_, err := c.Resource(cms).Namespace("ns").List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 			done <- err
 		}()
 		return done
 	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		}); err != nil {
+			t.Fatalf("%s: %v (lists at the server: %d)", what, err, inFlight.Load())
+		}
+	}
 	a1, a2, b := client("team-a"), client("team-a"), client("team-b")
 	held := list(a1, "held")
-	for inFlight.Load() != 1 {
-		runtime.Gosched()
-	}
+	until("team a's first list never reached the server", func() bool { return inFlight.Load() == 1 })
 	waiting := list(a2, "")
-	// Team b's list passes while team a's second waits; it is the barrier:
-	// had team a's second been sent, it would have been sent before.
+	until("team a's second list did not wait for the first", func() bool { return g.listSlot("team-a").waiting.Load() == 1 })
+	// Another namespace's list does not wait for team a's.
 	if err := <-list(b, ""); err != nil {
 		t.Fatal(err)
 	}
 	if m := most.Load(); m != 2 {
 		t.Fatalf("%d lists were read at once; want 2 (team a's first and team b's)", m)
 	}
-	select {
-	case err := <-waiting:
-		t.Fatalf("team a's second list was read while its first was: %v", err)
-	default:
-	}
-	close(hold)
+	release.Do(func() { close(hold) })
 	for _, done := range []<-chan error{held, waiting} {
 		if err := <-done; err != nil {
 			t.Fatal(err)
