@@ -150,6 +150,9 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		p.key = keyOf(p.obj)
 		desired[p.key] = true
 		if p.policy = policyOf(p.obj); p.policy.ignored {
+			// Nothing is compared any more: drift reported before the
+			// object was left alone would stay listed for ever.
+			delete(pass.st.reported, p.key)
 			continue
 		}
 		p.ig = rules.strip(p.obj)

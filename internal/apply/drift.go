@@ -5,8 +5,11 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,8 +85,23 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 // anyone's to choose, and status has a size limit.
 const maxPointer = 256
 
+// boundedPointer is p as a drift record holds it: cut to maxPointer bytes,
+// and readable. A key may hold control characters (a newline, an escape)
+// and format characters (a bidirectional override, which turns the text
+// after it around), and the record is copied into conditions and Events.
 func boundedPointer(p pointer) string {
-	return wording.Cut(p.String(), maxPointer, "…")
+	return wording.Cut(readable(p.String()), maxPointer, "…")
+}
+
+// readable is s with each run of bytes that are not UTF-8, and each control
+// (Cc) or format (Cf) character, replaced by U+FFFD.
+func readable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
 // maxManager bounds the field manager a drift record names, as the API
@@ -93,8 +111,9 @@ func boundedPointer(p pointer) string {
 // metric's labels.
 const maxManager = 128
 
-// boundedManager is name cut to maxManager bytes, ending with "…" when cut.
-func boundedManager(name string) string { return wording.Cut(name, maxManager, "…") }
+// boundedManager is name cut to maxManager bytes, ending with "…" when cut,
+// and readable as a pointer is.
+func boundedManager(name string) string { return wording.Cut(readable(name), maxManager, "…") }
 
 // marksOnly reports a drift of nothing but Vidra's own labels missing.
 func marksOnly(d v1alpha1.DriftRecord) bool {
@@ -116,7 +135,11 @@ var markPointer = pointer{"metadata", "labels", v1alpha1.BucketLabel}.String()
 // changedBy names the field manager that owns the first of fields on live,
 // when its managedFields tell (the cache keeps the field sets of hand-edit
 // managers only), else the last writer other than Vidra; and the time of
-// its last write.
+// its last write, now when that is not known.
+//
+// A remote destination's server may give an entry the zero time, which a
+// status holds as null: the API server would refuse every status write
+// with such a record in it.
 func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now time.Time) (string, metav1.Time) {
 	entries := live.GetManagedFields()
 	if len(fields) > 0 {
@@ -139,7 +162,7 @@ func changedBy(p *planned, live *unstructured.Unstructured, fields []string, now
 	at := metav1.NewTime(now)
 	var latest time.Time
 	for _, e := range entries {
-		if isVidraManager(e.Manager) || e.Time == nil || e.Subresource == "status" {
+		if isVidraManager(e.Manager) || e.Time.IsZero() || e.Subresource == "status" {
 			continue
 		}
 		if who == "" || e.Time.After(latest) {
@@ -161,7 +184,7 @@ func hasPrefix(set *fieldpath.Set, fp fieldpath.Path) bool {
 }
 
 func timeOr(t *metav1.Time, now time.Time) metav1.Time {
-	if t == nil {
+	if t.IsZero() {
 		return metav1.NewTime(now)
 	}
 	return *t
@@ -344,7 +367,11 @@ func (st *resourceState) driftList(keep func(ObjectKey) bool) []v1alpha1.DriftRe
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.DriftRecord) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		// The API version last: objects of one kind and name in two
+		// groups would otherwise come in the map's order, a status
+		// changed at every reconcile.
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
+			cmp.Compare(a.APIVersion, b.APIVersion))
 	})
 	return out
 }

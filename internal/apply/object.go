@@ -245,7 +245,12 @@ func (e *Engine) reportDrift(pass *Pass, p *planned, d v1alpha1.DriftRecord) {
 
 // DescribeDrift says in a few words what changed and who changed it.
 func DescribeDrift(d v1alpha1.DriftRecord) string {
+	// The group, but for the core one's: one kind and name may be
+	// served by two groups (Gateway).
 	key := recordKey(d)
+	if key.group != "" {
+		key.kind += "." + key.group
+	}
 	switch {
 	case d.Deleted:
 		return key.String() + " (deleted)"

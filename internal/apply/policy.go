@@ -848,6 +848,8 @@ func (e *exactEncoder) addFloat(f float64) bool {
 }
 
 // without returns set without the fields ig ignores and those below them.
+// A pointer that ends at a list item ignores nothing: strip keeps the item
+// in the object applied, and its fields are the manifest's as any others.
 func without(set *fieldpath.Set, desired map[string]any, ig ignored) *fieldpath.Set {
 	if ig.sel == nil || set.Empty() {
 		return set
@@ -858,7 +860,7 @@ func without(set *fieldpath.Set, desired map[string]any, ig ignored) *fieldpath.
 		if !ok {
 			continue
 		}
-		if fp, ok := pathIn(set, desired, ig.rules.paths[id], lists); ok {
+		if fp, ok := pathIn(set, desired, ig.rules.paths[id], lists); ok && len(fp) > 0 && fp[len(fp)-1].FieldName != nil {
 			excl.Insert(fp)
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -314,6 +316,35 @@ func TestHandEditsOfIgnoredFieldsDoNotCount(t *testing.T) {
 	}
 }
 
+// A list item as a whole cannot be handed over: strip keeps it in the
+// object applied, so a pointer that ends at one hides no hand edit of its
+// fields, such as a container made privileged.
+func TestHandEditsBelowAnIgnoredListItemCount(t *testing.T) {
+	d := deployment()
+	p := &planned{obj: d}
+	p.ig = stripIgnored(d, []pointer{{"spec", "template", "spec", "containers", "0"}})
+	entries := []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:securityContext":{".":{},"f:privileged":{}}}}}}}}`)}},
+	}
+	overrides := []string{"kubectl-edit"}
+	privileged := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "web"), "securityContext", "privileged")
+	h := parseHandEdits(entries, overrides, p.notIgnored)
+	if got := h.managers(); !reflect.DeepEqual(got, overrides) || !h.fields.Has(privileged) {
+		t.Errorf("managers %v, fields\n%v\nwant kubectl-edit's securityContext.privileged", got, h.fields)
+	}
+	if d := driftOf(p, deployment(), h, time.Now()); !slices.Contains(d.Fields, "/spec/template/spec/containers/0/securityContext/privileged") {
+		t.Errorf("drift fields %v, want the privileged flag", d.Fields)
+	}
+	taken, ok := managedFieldsTakenOver(entries, overrides, p.notIgnored, "vidra", "apps/v1", metav1.Now())
+	if !ok || len(taken) != 1 || taken[0].Manager != "vidra" {
+		t.Fatalf("entries after the take-over %v, ok %v: want Vidra's alone", taken, ok)
+	}
+	if set, err := parseFieldsV1(taken[0].FieldsV1); err != nil || !set.Has(privileged) {
+		t.Errorf("Vidra's entry owns %v (%v), want the privileged flag", set, err)
+	}
+}
+
 func TestDriftOfNamesFieldsAndManager(t *testing.T) {
 	d := deployment()
 	p := &planned{obj: d}
@@ -330,11 +361,11 @@ func TestDriftOfNamesFieldsAndManager(t *testing.T) {
 	if !reflect.DeepEqual(r.Fields, []string{"/spec/replicas", "/metadata/labels/team"}) || r.Manager != "kubectl-edit" || r.Deleted {
 		t.Errorf("drift = %+v", r)
 	}
-	if got := DescribeDrift(r); got != "Deployment shop/web (/spec/replicas, /metadata/labels/team by kubectl-edit)" {
+	if got := DescribeDrift(r); got != "Deployment.apps shop/web (/spec/replicas, /metadata/labels/team by kubectl-edit)" {
 		t.Errorf("DescribeDrift = %q", got)
 	}
 	gone := driftOf(p, nil, handEdits{}, at.Time)
-	if !gone.Deleted || DescribeDrift(gone) != "Deployment shop/web (deleted)" {
+	if !gone.Deleted || DescribeDrift(gone) != "Deployment.apps shop/web (deleted)" {
 		t.Errorf("deleted drift = %+v", gone)
 	}
 }
