@@ -193,7 +193,7 @@ func leaseName(identity string) string {
 func (m *Member) Enter(ctx context.Context, key cache.ObjectName) (_ context.Context, leave func(), ok bool) {
 	m.gate.RLock()
 	m.mu.Lock()
-	ok = m.settled && !m.fenced && m.owned[Bucket(key)]
+	ok = m.ownsLocked(key)
 	epoch := m.epoch
 	m.mu.Unlock()
 	if !ok {
@@ -251,6 +251,11 @@ func (m *Member) drain() {
 func (m *Member) Owns(key cache.ObjectName) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.ownsLocked(key)
+}
+
+// ownsLocked is Owns, with m.mu held.
+func (m *Member) ownsLocked(key cache.ObjectName) bool {
 	return m.settled && !m.fenced && m.owned[Bucket(key)]
 }
 
