@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -20,8 +19,6 @@ import (
 // otherManifest declares ConfigMap other, so that a resource holding it
 // and app in its inventory prunes app.
 const otherManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\ndata:\n  key: value\n"
-
-var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // appMetadata is ConfigMap app as the metadata client reads it: the marks
 // of owner at resourceVersion rv, written by manager.
@@ -78,7 +75,7 @@ func TestPruneLeavesACopyOfAnObjectItApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.run(cache.MetaObjectToName(owner))
-	if _, err := f.meta.Tracker().Get(configMaps, operatorNS, "app"); err != nil {
+	if _, err := f.meta.Tracker().Get(configMapsRef.GVR, operatorNS, "app"); err != nil {
 		t.Fatalf("the prune deleted an object Vidra never applied: %v (requests %v)", err, f.actions)
 	}
 }
@@ -98,9 +95,9 @@ func TestPruneDeletesOnlyTheVersionItReadAsItsOwn(t *testing.T) {
 	// The prune's read sees owner's marks; right after it, the object is
 	// handed over to heir.
 	f.meta.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		obj, err := tracker.Get(configMaps, a.GetNamespace(), a.(k8stesting.GetAction).GetName())
+		obj, err := tracker.Get(configMapsRef.GVR, a.GetNamespace(), a.(k8stesting.GetAction).GetName())
 		if err == nil {
-			if err := tracker.Update(configMaps, appMetadata(heir, "app-uid", "43", vidraApply), operatorNS); err != nil {
+			if err := tracker.Update(configMapsRef.GVR, appMetadata(heir, "app-uid", "43", vidraApply), operatorNS); err != nil {
 				t.Error(err)
 			}
 		}
@@ -109,19 +106,19 @@ func TestPruneDeletesOnlyTheVersionItReadAsItsOwn(t *testing.T) {
 	// Deletes honour their preconditions, as the API server's do.
 	f.meta.PrependReactor("delete", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		d := a.(k8stesting.DeleteAction)
-		cur, err := tracker.Get(configMaps, d.GetNamespace(), d.GetName())
+		cur, err := tracker.Get(configMapsRef.GVR, d.GetNamespace(), d.GetName())
 		if err != nil {
 			return true, nil, err
 		}
 		m := cur.(*metav1.PartialObjectMetadata)
 		if p := d.GetDeleteOptions().Preconditions; p != nil &&
 			(p.UID != nil && *p.UID != m.UID || p.ResourceVersion != nil && *p.ResourceVersion != m.ResourceVersion) {
-			return true, nil, apierrors.NewConflict(configMaps.GroupResource(), d.GetName(), nil)
+			return true, nil, apierrors.NewConflict(configMapsRef.GVR.GroupResource(), d.GetName(), nil)
 		}
 		return false, nil, nil
 	})
 	f.run(cache.MetaObjectToName(owner))
-	cur, err := tracker.Get(configMaps, operatorNS, "app")
+	cur, err := tracker.Get(configMapsRef.GVR, operatorNS, "app")
 	if err != nil {
 		t.Fatalf("the object handed over to heir was deleted by owner's prune: %v (requests %v)", err, f.actions)
 	}
