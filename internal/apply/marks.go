@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
 )
@@ -95,6 +96,17 @@ func isVidraManager(name string) bool {
 		return true
 	}
 	return false
+}
+
+// maxOwner bounds the owner an object's owned-by annotation names, as
+// messages quote it: a namespace, a slash and a name. The annotation is
+// anyone's to write who may write the object.
+const maxOwner = 63 + 1 + 253
+
+// ownerName is the owner the owned-by annotation of live names, as
+// conditions and Events may quote it: cut to maxOwner bytes and readable.
+func ownerName(live *unstructured.Unstructured) string {
+	return wording.Cut(readable(live.GetAnnotations()[v1alpha1.OwnedByAnnotation]), maxOwner, "…")
 }
 
 func ownerKey(annotation string) (key cache.ObjectName, ok bool) {

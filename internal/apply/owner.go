@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -106,8 +107,8 @@ func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstruct
 
 // checkOwner refuses to take over an object that another VidraResource
 // owns, or that exists without Vidra's marks. An object whose marks name an
-// owner that is authoritatively gone is adopted, and only then: see
-// ownerGone.
+// owner that is authoritatively gone is adopted when the resource opts in
+// (spec.adoptOrphans), and only then: see ownerGone.
 func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.Unstructured, p *planned) *ObjectError {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if uid == string(pass.VR.UID) {
@@ -123,8 +124,9 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if uid == "" {
 		return unmanagedError(pass, p, "exists and is not managed by Vidra")
 	}
-	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
-	gone, err := e.ownerGone(ctx, owner, types.UID(uid))
+	gone, err := e.ownerGone(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid))
+	// A remote destination's server writes whatever labels it likes.
+	owner, uidShown := ownerName(live), wording.Cut(readable(uid), 63, "…")
 	if err != nil {
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
 			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
@@ -139,7 +141,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		// reconciles them; an owner this cluster does not hold may belong
 		// to another Vidra installation sharing the remote cluster.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, delete the object and this resource creates it", owner, uid)}
+			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, delete the object and this resource creates it", owner, uidShown)}
 	}
 	// The marks cannot be trusted on their own: anyone who may label an
 	// object can write them. Only an object Vidra has applied is adopted.
@@ -150,9 +152,15 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if full == nil || !appliedByVidra(full.GetManagedFields()) {
 		return unmanagedError(pass, p, "carries Vidra's marks but was never applied by Vidra")
 	}
+	if !pass.VR.Spec.AdoptOrphans {
+		// Whoever may create the object may also have written the marks
+		// of a resource that never existed and a vidra Apply entry: only
+		// the resource's author can say it expects leftovers here.
+		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which is gone, and this resource does not adopt orphans: set spec.adoptOrphans to take it over", owner, uidShown))
+	}
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt.
-	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uid)
+	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uidShown)
 	return nil
 }
 

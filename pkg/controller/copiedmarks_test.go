@@ -126,3 +126,69 @@ func TestPruneDeletesOnlyTheVersionItReadAsItsOwn(t *testing.T) {
 		t.Errorf("owner-uid %q, want heir's %q", got, heir.UID)
 	}
 }
+
+// An object Vidra applied for a resource that is gone (deleted while its
+// finalizer could not run) is adopted by a resource that declares it only
+// when that resource opts in: its marks and its vidra Apply entry are
+// anyone's to write who may create the object, so by default it is
+// reported, not taken, and the message says how to take it.
+func TestAnOrphanIsAdoptedOnlyByAResourceThatOptsIn(t *testing.T) {
+	gone := newVR(operatorNS, "gone", configMapManifest)
+	for _, tc := range []struct {
+		name  string
+		adopt bool
+	}{{"by default", false}, {"with spec.adoptOrphans", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = tc.adopt })
+			f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+			f.run(cache.MetaObjectToName(heir))
+			if len(f.statuses) == 0 {
+				t.Fatalf("no status written; requests %v", f.actions)
+			}
+			st := f.statuses[len(f.statuses)-1]
+			conflict := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict)
+			var applied bool
+			for _, a := range f.actions {
+				applied = applied || strings.HasPrefix(a, "apply configmaps")
+			}
+			if !tc.adopt {
+				if conflict == nil || conflict.Reason != v1alpha1.ReasonUnmanagedExists || !strings.Contains(conflict.Message, "spec.adoptOrphans") ||
+					!strings.Contains(conflict.Message, operatorNS+"/gone") {
+					t.Errorf("Conflict condition %+v, want reason %s naming the gone owner and spec.adoptOrphans", conflict, v1alpha1.ReasonUnmanagedExists)
+				}
+				if applied || len(st.ManagedResources) != 0 {
+					t.Errorf("the orphan was taken without opting in: requests %v, inventory %v", f.actions, st.ManagedResources)
+				}
+				return
+			}
+			if conflict != nil && conflict.Status == metav1.ConditionTrue {
+				t.Errorf("Conflict condition %+v, want none: the resource adopts orphans", conflict)
+			}
+			if !applied || len(st.ManagedResources) != 1 {
+				t.Errorf("the orphan was not adopted: requests %v, inventory %v", f.actions, st.ManagedResources)
+			}
+		})
+	}
+}
+
+// The owned-by annotation is anyone's to write who may write the object,
+// and the conflict message quotes it: a newline, a bidirectional override
+// or a quarter of a megabyte of it reach the condition and the Event as one
+// bounded, readable line.
+func TestAHostileOwnerAnnotationIsQuotedBoundedAndReadable(t *testing.T) {
+	vr := newVR(operatorNS, "app", configMapManifest)
+	live := liveApp(operatorNS, newVR(operatorNS, "gone", configMapManifest))
+	live.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: operatorNS + "/gone\n\u202eevil" + strings.Repeat("x", 256<<10)})
+	f := newFixture(t, []*v1alpha1.VidraResource{vr}, live)
+	f.run(cache.MetaObjectToName(vr))
+	if len(f.statuses) == 0 {
+		t.Fatalf("no status written; requests %v", f.actions)
+	}
+	c := meta.FindStatusCondition(f.statuses[len(f.statuses)-1].Conditions, v1alpha1.ConditionConflict)
+	if c == nil || c.Reason != v1alpha1.ReasonUnmanagedExists {
+		t.Fatalf("Conflict condition %+v, want reason %s", c, v1alpha1.ReasonUnmanagedExists)
+	}
+	if strings.ContainsAny(c.Message, "\n\u202e") || strings.Count(c.Message, "x") > 1024 {
+		t.Errorf("the message quotes the annotation raw or whole (%d bytes): %.200q", len(c.Message), c.Message)
+	}
+}

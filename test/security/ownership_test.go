@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/operator"
+	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/controller"
@@ -100,6 +101,52 @@ func TestACopyOfAManagedObjectIsNotTakenOrDeleted(t *testing.T) {
 		t.Fatalf("the copy was deleted with the resource: %v", err)
 	case now.UID != created.UID || now.Data["someone"] != "else's" || now.Data["k"] != "":
 		t.Errorf("the copy was written: %v", now.Data)
+	}
+}
+
+// A leftover, an object whose marks name a VidraResource that is gone, is
+// taken over only by a resource that opts in: whoever may create the object
+// can forge both the marks and the vidra Apply entry that make it look like
+// one, and a resource that took it silently would keep the forger's other
+// fields (here a key of its own) under the resource's name and delete the
+// object with it.
+func TestAForgedLeftoverIsAdoptedOnlyByAResourceThatOptsIn(t *testing.T) {
+	ns := tenant(t)
+	ghost := cache.ObjectName{Namespace: ns, Name: "ghost"}
+	forged := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","labels":{%q:%q,%q:"5f0c6a52-0000-4000-8000-000000000000",%q:%q},"annotations":{%q:%q}},"data":{"planted":"yes"}}`,
+		v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel, v1alpha1.BucketLabel, shard.BucketLabel(ghost),
+		v1alpha1.OwnedByAnnotation, ghost.String())
+	force := true
+	planted, err := kube.CoreV1().ConfigMaps(ns).Patch(t.Context(), "app", types.ApplyPatchType, []byte(forged),
+		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	createVR(t, ns, "owner", ownershipConfigMap("app", map[string]string{"k": "v"}), asServiceAccount("deployer"))
+	vr := waitVR(t, ns, "owner", "reported the leftover as an object it does not own", conflictWith(v1alpha1.ReasonUnmanagedExists))
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); !strings.Contains(c.Message, ghost.String()) || !strings.Contains(c.Message, "spec.adoptOrphans") {
+		t.Errorf("Conflict message %q, want it to name the gone owner %s and spec.adoptOrphans", c.Message, ghost)
+	}
+	now, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != planted.ResourceVersion {
+		t.Errorf("the leftover was written without spec.adoptOrphans: %v %v", now.Labels, now.Data)
+	}
+
+	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Patch(t.Context(), "owner", types.MergePatchType,
+		[]byte(`{"spec":{"adoptOrphans":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vr = waitVR(t, ns, "owner", "adopted the leftover", isReady)
+	now, err = kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UID != planted.UID || now.Labels[v1alpha1.OwnerUIDLabel] != string(vr.UID) || now.Data["k"] != "v" {
+		t.Errorf("after opting in, the object is %v %v, want the leftover marked as owner's and applied", now.Labels, now.Data)
 	}
 }
 

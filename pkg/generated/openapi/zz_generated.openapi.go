@@ -657,6 +657,13 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 							Format:      "",
 						},
 					},
+					"adoptOrphans": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdoptOrphans lets this resource take over an object it declares that carries the marks of a VidraResource that is gone (deleted while its finalizer could not run, say with the operator uninstalled), on the cluster Vidra runs in, when Vidra's own apply wrote it. Off, such an object is reported UnmanagedObjectExists and left alone: whoever may create an object can write marks and a field manager's name, so a leftover cannot be told from an object made to look like one. Set it while taking over leftovers, and unset it after.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 					"suspend": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Suspend stops reconciling this resource, and its watches, until it is set back to false.",

@@ -99,6 +99,17 @@ type VidraResourceSpec struct {
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
+	// AdoptOrphans lets this resource take over an object it declares that
+	// carries the marks of a VidraResource that is gone (deleted while its
+	// finalizer could not run, say with the operator uninstalled), on the
+	// cluster Vidra runs in, when Vidra's own apply wrote it. Off, such an
+	// object is reported UnmanagedObjectExists and left alone: whoever may
+	// create an object can write marks and a field manager's name, so a
+	// leftover cannot be told from an object made to look like one. Set it
+	// while taking over leftovers, and unset it after.
+	// +optional
+	AdoptOrphans bool `json:"adoptOrphans,omitempty"`
+
 	// Suspend stops reconciling this resource, and its watches, until it is
 	// set back to false.
 	// +optional

@@ -361,6 +361,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResourceSpec
   map:
     fields:
+    - name: adoptOrphans
+      type:
+        scalar: boolean
     - name: deletionPolicy
       type:
         scalar: string

@@ -57,6 +57,15 @@ type VidraResourceSpecApplyConfiguration struct {
 	// DeletionPolicy is Delete (remove the managed objects, then the
 	// finalizer) or Orphan (leave them, without Vidra's marks).
 	DeletionPolicy *infrahubv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// AdoptOrphans lets this resource take over an object it declares that
+	// carries the marks of a VidraResource that is gone (deleted while its
+	// finalizer could not run, say with the operator uninstalled), on the
+	// cluster Vidra runs in, when Vidra's own apply wrote it. Off, such an
+	// object is reported UnmanagedObjectExists and left alone: whoever may
+	// create an object can write marks and a field manager's name, so a
+	// leftover cannot be told from an object made to look like one. Set it
+	// while taking over leftovers, and unset it after.
+	AdoptOrphans *bool `json:"adoptOrphans,omitempty"`
 	// Suspend stops reconciling this resource, and its watches, until it is
 	// set back to false.
 	Suspend *bool `json:"suspend,omitempty"`
@@ -151,6 +160,14 @@ func (b *VidraResourceSpecApplyConfiguration) WithPruneNamespacesAndCRDs(value b
 // If called multiple times, the DeletionPolicy field is set to the value of the last call.
 func (b *VidraResourceSpecApplyConfiguration) WithDeletionPolicy(value infrahubv1alpha1.DeletionPolicy) *VidraResourceSpecApplyConfiguration {
 	b.DeletionPolicy = &value
+	return b
+}
+
+// WithAdoptOrphans sets the AdoptOrphans field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AdoptOrphans field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithAdoptOrphans(value bool) *VidraResourceSpecApplyConfiguration {
+	b.AdoptOrphans = &value
 	return b
 }
 
