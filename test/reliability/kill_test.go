@@ -162,20 +162,3 @@ func assertNoOrphans(t *testing.T, ns string) {
 	}
 	t.Logf("orphan check: %d labelled objects, %d inventory entries, %d orphans", len(objs), len(listedBy), orphans)
 }
-
-// settle waits until the operator's reconcile counter has stood still for a
-// second, so that what is read next is final.
-func settle(t *testing.T, op *operator) {
-	t.Helper()
-	last, since := -1.0, time.Now()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		v := op.metric(ctx, "vidra_reconciles_total", nil)
-		if v != last {
-			last, since = v, time.Now()
-		}
-		return time.Since(since) >= time.Second, nil
-	})
-	if err != nil {
-		t.Fatalf("the operator kept reconciling: %v", err)
-	}
-}

@@ -44,16 +44,36 @@ func waitMembers(t *testing.T, n int, ops ...*operator) {
 // waitCached waits until the replicas cache want objects between them.
 func waitCached(t *testing.T, want int, ops ...*operator) {
 	t.Helper()
-	var got float64
+	waitQuiet(t, want, false, ops...)
+}
+
+// waitQuiet waits until the replicas cache want objects between them and,
+// with idle, until none has work queued or under way: every add to a
+// replica's queue is processed once (an add while the key is processed
+// included), so a queue whose adds equal its finished items, read in one
+// scrape, has nothing left. Once their informers hold every object, the
+// events that could wake a reconcile have been delivered; what the
+// counters read next is final, and only a new change wakes a replica.
+func waitQuiet(t *testing.T, want int, idle bool, ops ...*operator) {
+	t.Helper()
+	var cached float64
+	busy := ""
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got = 0
-		for _, op := range ops {
-			got += op.metric(ctx, "vidra_watchregistry_cached_objects", nil)
+		cached, busy = 0, ""
+		for i, op := range ops {
+			m, err := op.Metrics(ctx)
+			if err != nil {
+				return false, nil
+			}
+			cached += m.Sum("vidra_watchregistry_cached_objects", nil)
+			if adds, done := m.Sum("workqueue_adds_total", nil), m.Sum("workqueue_work_duration_seconds_count", nil); idle && (adds != done || m.Sum("workqueue_depth", nil) != 0) {
+				busy = fmt.Sprintf("replica %d has %.0f of %.0f queued keys unfinished", i, adds-done, adds)
+			}
 		}
-		return got == float64(want), nil
+		return cached == float64(want) && busy == "", nil
 	})
 	if err != nil {
-		t.Fatalf("the replicas cache %.0f objects between them, want each of the %d once", got, want)
+		t.Fatalf("the replicas cache %.0f objects between them, want each of the %d once; %s", cached, want, busy)
 	}
 }
 
@@ -71,12 +91,7 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 
 	createResources(t, ns, shardResources)
 	waitConverged(t, ns, shardResources, 3*time.Minute)
-	// Each reconcile's last write comes before its status, which
-	// waitConverged reads: the counters are final once the replicas are
-	// quiet.
-	for _, op := range ops {
-		settle(t, op)
-	}
+	waitQuiet(t, 4*shardResources, true, ops...)
 	ctx := t.Context()
 	var applies, cached, keys float64
 	for i, op := range ops {
@@ -155,8 +170,8 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	// allowed: a gained resource woken both by the rebalance and by its
 	// informer's first list, the repaired one's.
 	judged := 0
+	waitQuiet(t, 4*shardResources, true, ops[0], ops[2])
 	for _, i := range []int{0, 2} {
-		settle(t, ops[i])
 		gained := ops[i].metric(ctx, "vidra_shard_keys", nil) - keysBefore[i]
 		since := reconciles(ops[i]) - reconcilesBefore[i]
 		t.Logf("%s: %.0f resources gained, %.0f kept, %.0f reconciles since the kill", ids[i], gained, keysBefore[i], since)
