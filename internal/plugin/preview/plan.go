@@ -264,7 +264,13 @@ func notOurs(vr *v1alpha1.VidraResource, live *unstructured.Unstructured) (strin
 	}
 	if owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]; owner != "" && uid != "" {
 		// Anyone who may write the object writes its annotation.
-		return fmt.Sprintf("exists and belongs to VidraResource %s; Vidra never takes it over (%s)", render.Safe(owner), v1alpha1.ReasonOwnedByOther), true
+		// Whether that resource still exists decides between handover and
+		// adoption; the preview does not look it up, and says both.
+		adopt := "it is adopted only with spec.adoptOrphans"
+		if vr.Spec.AdoptOrphans {
+			adopt = "spec.adoptOrphans adopts it"
+		}
+		return fmt.Sprintf("carries the marks of VidraResource %s; Vidra does not write it while that resource holds it (%s): it is handed over when that resource lets it go, and if that resource is gone, %s", render.Safe(owner), v1alpha1.ReasonOwnedByOther, adopt), true
 	}
 	return fmt.Sprintf("exists without Vidra's marks; Vidra does not take it over (%s): delete it, or remove it from the manifest", v1alpha1.ReasonUnmanagedExists), true
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 func TestCleanDropsWhatEveryWriteChanges(t *testing.T) {
@@ -101,6 +104,26 @@ func TestDiffersOnlyOnChanges(t *testing.T) {
 		r := &Result{Objects: []Object{{Action: a}}}
 		if r.Differs() != want {
 			t.Errorf("%s: Differs %v, want %v", a, r.Differs(), want)
+		}
+	}
+}
+
+// An object marked as another resource's is not written while that
+// resource holds it; the preview does not look the owner up, so it tells
+// what happens in either case, and whether this resource adopts orphans.
+func TestNotOursNamesHandoverAndAdoption(t *testing.T) {
+	live := &unstructured.Unstructured{}
+	live.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: "other-uid"})
+	live.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: "team-a/other"})
+	for _, adopt := range []bool{false, true} {
+		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{UID: "mine"}, Spec: v1alpha1.VidraResourceSpec{AdoptOrphans: adopt}}
+		msg, foreign := notOurs(vr, live)
+		want := "adopted only with spec.adoptOrphans"
+		if adopt {
+			want = "spec.adoptOrphans adopts it"
+		}
+		if !foreign || !strings.Contains(msg, "team-a/other") || !strings.Contains(msg, "handed over") || !strings.Contains(msg, want) {
+			t.Errorf("adoptOrphans %v: %q (foreign %v), want the owner, the handover and %q", adopt, msg, foreign, want)
 		}
 	}
 }
