@@ -47,10 +47,11 @@ prereqs:
 test: prereqs controlplane verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
 
-## unit: the packages whose tests need no control plane (pure logic), in
-## seconds; hack/unit-packages.sh lists them.
+## unit: the tests that need no control plane (pure logic), in seconds;
+## hack/unit-packages.sh lists their packages. -short keeps the packages
+## that also have control-plane tests from starting one (they skip).
 unit:
-	$(GO) test -race -count=1 $$(bash hack/unit-packages.sh)
+	$(GO) test -race -count=1 -short $$(bash hack/unit-packages.sh)
 
 verify: fmt vet
 	bash hack/verify-codegen.sh

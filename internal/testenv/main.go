@@ -2,11 +2,14 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // RunMain starts one control plane for a test package, stores it in *env for
@@ -20,6 +23,37 @@ import (
 // operator); the func it returns runs after the tests, before teardown.
 func RunMain(m *testing.M, env **Env, opts Options, setups ...func(context.Context, *Env) (func(), error)) {
 	os.Exit(runMain(m, env, opts, setups))
+}
+
+// RunMainShort is RunMain for a package whose tests are in part pure (no
+// API server): under go test -short it starts no control plane, leaves *env
+// nil and runs the tests, so that the pure ones run in milliseconds and the
+// others skip through Need. Without -short it is RunMain. make unit runs
+// with -short, and hack/unit-packages.sh lists the packages whose TestMain
+// calls it.
+func RunMainShort(m *testing.M, env **Env, opts Options, setups ...func(context.Context, *Env) (func(), error)) {
+	// testing.Short reads the flags, which m.Run would parse only later.
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	RunMain(m, env, opts, setups...)
+}
+
+// Need returns the admin configuration of env, the control plane of
+// RunMainShort, for a test that needs an API server. Under go test -short,
+// where there is none, it skips the test; a nil env otherwise is a TestMain
+// that started none, and fails it.
+func Need(t testing.TB, env *Env) *rest.Config {
+	t.Helper()
+	if env != nil {
+		return env.Config
+	}
+	if testing.Short() {
+		t.Skip("needs a control plane, which go test -short does not start")
+	}
+	t.Fatal("no control plane: TestMain started none")
+	return nil
 }
 
 func runMain(m *testing.M, env **Env, opts Options, setups []func(context.Context, *Env) (func(), error)) int {

@@ -26,7 +26,7 @@ import (
 func BenchmarkEventToEnqueueLatency(b *testing.B) {
 	// The harness's client limit (200/s) would pace the writes of a long run
 	// and be measured as their latency.
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(controlPlane(b))
 	cfg.QPS, cfg.Burst = 1e6, 1e6
 	c := newClients(b, cfg)
 	ns := newNamespace(b, c.cs)
@@ -74,7 +74,7 @@ func quantileMs(d []time.Duration, q float64) float64 {
 // annotation, as objects first created with `kubectl apply` do.
 func BenchmarkHeapPerCachedObject(b *testing.B) {
 	const objects = 1000
-	c := newClients(b, env.Config)
+	c := newClients(b, controlPlane(b))
 	ns := newNamespace(b, c.cs)
 	createApplied(b, c, ns, objects)
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
@@ -167,7 +167,7 @@ func createApplied(b *testing.B, c clients, ns string, n int) {
 // costs, over 20 informers (ConfigMaps of 20 namespaces).
 func BenchmarkGoroutinesPerInformer(b *testing.B) {
 	const informers = 20
-	c := newClients(b, env.Config)
+	c := newClients(b, controlPlane(b))
 	var refs []watchregistry.Ref
 	for range informers {
 		refs = append(refs, watchregistry.Ref{GVR: configMaps, Namespace: newNamespace(b, c.cs)})

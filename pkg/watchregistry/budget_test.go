@@ -27,7 +27,7 @@ type budgetEnv struct {
 
 func newBudgetEnv(t *testing.T) *budgetEnv {
 	t.Helper()
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	return &budgetEnv{c: c, ns: ns, sel: selector + ",budget=" + ns, clk: testingclock.NewFakeClock(time.Now()), rec: &recorder{}}
 }
@@ -437,11 +437,11 @@ func TestDeletesOfObjectsNeverCachedDoNotLowerTheCount(t *testing.T) {
 		{"with a budget", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			admin := newClients(t, env.Config)
+			admin := newClients(t, controlPlane(t))
 			ns := newNamespace(t, admin.cs)
 			mine := createConfigMap(t, admin.cs, configMap(ns, "mine", "owner", nil))
 			hostile := &injector{path: "/api/v1/namespaces/" + ns + "/configmaps"}
-			c := newClients(t, hostile.wrap(env.Config))
+			c := newClients(t, hostile.wrap(controlPlane(t)))
 			rec := &recorder{}
 			r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
 			budget := watchregistry.NewBudget(100)

@@ -24,7 +24,7 @@ import (
 // has a live informer, never a stopped one; and the deadline proves that
 // nothing deadlocks.
 func TestConcurrentTrackForgetAndLingerExpiryStayConsistent(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	var namespaces []string
 	for range 4 {
 		namespaces = append(namespaces, newNamespace(t, c.cs))

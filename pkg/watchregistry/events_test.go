@@ -29,7 +29,7 @@ import (
 // owner "owner" and waits for the sync.
 func watched(t *testing.T, opts watchregistry.Options[string]) (clients, string, *watchregistry.Registry[string], *recorder, watchregistry.Ref) {
 	t.Helper()
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	if opts.Enqueue == nil {
@@ -114,7 +114,7 @@ func TestStatusOnlyUpdateIsNotDelivered(t *testing.T) {
 		{"metadata-only", "Gimmick", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			admin := newClients(t, env.Config)
+			admin := newClients(t, controlPlane(t))
 			ns := newNamespace(t, admin.cs)
 			gvr := crd(t, admin, "status.watchregistry.test", tc.kind, tc.statusSubresource)
 			rec := &recorder{}
@@ -173,7 +173,7 @@ func TestStatusOnlyUpdateIsNotDelivered(t *testing.T) {
 }
 
 func TestStatusOnlyUpdateIsDeliveredWhenAskedFor(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	gvr := crd(t, admin, "status.watchregistry.test", "Doohickey", true)
 	rec := &recorder{}
@@ -283,7 +283,7 @@ func TestUnmappedEventsAreCounted(t *testing.T) {
 }
 
 func TestInitialListOfFiveHundredObjectsEnqueuesEachOfFiveOwnersOnce(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	const owners, perOwner = 5, 100
 	var wg sync.WaitGroup
@@ -432,7 +432,7 @@ func TestGetAndListReadTheCache(t *testing.T) {
 // resourceVersion, generation, managedFields) and JSON values of every kind,
 // and checks that callers own what they read.
 func TestReadsReturnTheObjectAsServedAfterTheTransform(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	const kind = "Thingamajig"
 	gvr := crd(t, admin, "roundtrip.watchregistry.test", kind, true)
 	kindFor := func(schema.GroupVersionResource) (schema.GroupVersionKind, error) {

@@ -3,6 +3,10 @@ package watchregistry_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,8 +88,54 @@ func ExampleRegistry() {
 	// The owner is deleted: its informers linger, then stop.
 	reg.Forget(owner)
 	_ = cs.CoreV1().ConfigMaps("default").Delete(ctx, "my-app-settings", metav1.DeleteOptions{})
-	// Output:
-	// woken: default/my-app
-	// woken: default/my-app
-	// cached: my-app-settings
+
+	// It prints:
+	//	woken: default/my-app
+	//	woken: default/my-app
+	//	cached: my-app-settings
+}
+
+// TestExampleRegistry runs ExampleRegistry and checks what it prints. The
+// example has no Output comment, so go test only compiles it: an example
+// cannot skip, and it needs the control plane that -short does not start.
+func TestExampleRegistry(t *testing.T) {
+	controlPlane(t)
+	got := stdoutOf(t, ExampleRegistry)
+	want := "woken: default/my-app\nwoken: default/my-app\ncached: my-app-settings\n"
+	if got != want {
+		t.Fatalf("ExampleRegistry printed:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// stdoutOf runs fn with os.Stdout redirected, as go test runs an example,
+// and returns what it printed. The example panics on errors: the panic fails
+// the test, with what was printed so far, instead of killing the binary
+// with os.Stdout still redirected.
+func stdoutOf(t *testing.T, fn func()) string {
+	t.Helper()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(&out, rd)
+		rd.Close()
+	}()
+	stdout := os.Stdout
+	os.Stdout = wr
+	var panicked any
+	func() {
+		defer func() { panicked = recover() }()
+		fn()
+	}()
+	os.Stdout = stdout
+	wr.Close()
+	<-copied
+	if panicked != nil {
+		t.Fatalf("panic: %v; printed before:\n%s", panicked, out.String())
+	}
+	return out.String()
 }

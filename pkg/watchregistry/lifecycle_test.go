@@ -3,6 +3,7 @@ package watchregistry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ import (
 )
 
 func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
@@ -73,7 +74,7 @@ func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
 }
 
 func TestTrackForgetCyclesLeakNothing(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Linger: 20 * time.Millisecond})
@@ -108,11 +109,11 @@ func TestTrackForgetCyclesLeakNothing(t *testing.T) {
 }
 
 func TestDeletedCRDIsGoneWithoutRetriesAndRecoversWhenTrackedAgain(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	gvr := crd(t, admin, "gone.watchregistry.test", "Widget", false)
 	lists := &requestCounter{resource: gvr.Resource}
-	c := newClients(t, lists.wrap(env.Config))
+	c := newClients(t, lists.wrap(controlPlane(t)))
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
 	ref := watchregistry.Ref{GVR: gvr, Namespace: ns}
@@ -134,12 +135,23 @@ func TestDeletedCRDIsGoneWithoutRetriesAndRecoversWhenTrackedAgain(t *testing.T)
 		t.Fatalf("Get of a Gone ref: %v, want ErrGone wrapping the API's NotFound", err)
 	}
 
-	// No endless retries: the informer stopped, so nothing lists or watches
-	// the resource any more.
+	// No endless retries: once its informer has ended, only a new informer
+	// could list or watch the resource again.
+	waitInformerEnded(t, r, ref, watchregistry.StateGone, 0, lists)
 	settled := lists.n.Load()
-	assertNoIncrease(t, "list/watch requests of a Gone resource", lists.n.Load, settled, 2*time.Second)
-	if s := r.Stats(); s.Started != started || s.Running != 0 {
-		t.Fatalf("after the CRD went: %+v; want no new informer and none running", s)
+	// The barrier: a later Track through the same registry, whose informer
+	// has synced, is the one informer started since the CRD went.
+	other := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	track(t, r, "other", other)
+	waitState(t, r, other, watchregistry.StateSynced)
+	if s := r.Stats(); s.Started != started+1 {
+		t.Fatalf("informers started since the CRD went: %d, want 1 (the ConfigMaps')", s.Started-started)
+	}
+	if n := lists.n.Load(); n != settled {
+		t.Fatalf("list/watch requests of a Gone resource: went from %d to %d", settled, n)
+	}
+	if st := r.State(ref); st != watchregistry.StateGone {
+		t.Fatalf("state of the ref after the barrier: %s, want Gone", st)
 	}
 
 	// The CRD returns; tracking the ref again starts a fresh informer.
@@ -161,14 +173,14 @@ func TestDeletedCRDIsGoneWithoutRetriesAndRecoversWhenTrackedAgain(t *testing.T)
 }
 
 func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	ctx := context.Background()
 	user := "tenant-" + ns
 	grant(t, admin, ns, user, "configmaps")
 
 	secretRequests := &requestCounter{resource: "secrets"}
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(controlPlane(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c := newClients(t, secretRequests.wrap(cfg))
 	rec := &recorder{}
@@ -180,6 +192,7 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 	track(t, r, "owner", cms, secs)
 	waitState(t, r, secs, watchregistry.StateForbidden)
 	waitState(t, r, cms, watchregistry.StateSynced)
+	started := r.Stats().Started
 	rec.waitAfter(t, 0, "EventStateChanged", isType(watchregistry.EventStateChanged, "owner"))
 	_, err := r.Get(secs, ns, "any")
 	if !errors.Is(err, watchregistry.ErrForbidden) || !apierrors.IsForbidden(err) {
@@ -189,13 +202,23 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 		t.Fatalf("no log line for the stopped informer with its keys; logs:\n%s", logs)
 	}
 
-	// The other GVR keeps working.
+	// The forbidden informer does not retry on its own: once it has ended,
+	// with the ConfigMaps' the one informer left running, only a new
+	// informer could ask again.
+	waitInformerEnded(t, r, secs, watchregistry.StateForbidden, 1, secretRequests)
+	settled := secretRequests.n.Load()
+
+	// The other GVR keeps working, and its event, delivered through the same
+	// registry, is the barrier.
 	pos := rec.mark()
 	createConfigMap(t, admin.cs, configMap(ns, "still-watched", "owner", nil))
 	rec.waitAfter(t, pos, "the add of a ConfigMap", isEvent(watchregistry.EventAdded, "still-watched"))
-
-	// The forbidden informer does not retry on its own.
-	assertNoIncrease(t, "list/watch requests of a Forbidden resource", secretRequests.n.Load, secretRequests.n.Load(), 2*time.Second)
+	if s := r.Stats(); s.Started != started {
+		t.Fatalf("informers started since the ref became Forbidden: %d, want 0", s.Started-started)
+	}
+	if n := secretRequests.n.Load(); n != settled {
+		t.Fatalf("list/watch requests of a Forbidden resource: went from %d to %d", settled, n)
+	}
 
 	// An owner that re-tracks on every reconcile gets a retry each time but
 	// is told only once, or it would loop.
@@ -246,19 +269,29 @@ func grant(t *testing.T, c clients, ns, user, resource string) {
 	}
 }
 
-// assertNoIncrease checks that counter stays at from for the whole period,
-// polling so that a retry is caught as soon as it happens. A reflector's first
-// retry comes within about a second, well inside the period.
-func assertNoIncrease(t *testing.T, what string, counter func() int64, from int64, period time.Duration) {
+// waitInformerEnded waits until the failed informer of ref can send no
+// more requests, which is what proves, without a window, that it does not
+// retry: the ref reports the failure with no retry scheduled (the one way
+// the registry starts an informer by itself; Track, the other, is the
+// test's), the informers running are down to the others' (its goroutines
+// have exited) and no request of its resource is open.
+func waitInformerEnded(t *testing.T, r *watchregistry.Registry[string], ref watchregistry.Ref, failed watchregistry.State, others int, reqs *requestCounter) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, period, true, func(context.Context) (bool, error) {
-		return counter() > from, nil
+	var snap watchregistry.RefSnapshot
+	var running int
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, waitFor, true, func(context.Context) (bool, error) {
+		snap, _ = r.Snapshot(ref)
+		running = r.Stats().Running
+		// A retry is scheduled with the failure, under the same lock: a
+		// failed ref without one has none coming.
+		if snap.State == failed && !snap.NextRetry.IsZero() {
+			return false, fmt.Errorf("a retry is scheduled at %s", snap.NextRetry)
+		}
+		return snap.State == failed && running == others && reqs.open.Load() == 0, nil
 	})
-	if err == nil {
-		t.Fatalf("%s: went from %d to %d", what, from, counter())
-	}
-	if !wait.Interrupted(err) {
-		t.Fatal(err)
+	if err != nil {
+		t.Fatalf("the %s informer of %s did not end: %v; state %s, %d informers running (want %d), %d requests of %s open",
+			failed, ref, err, snap.State, running, others, reqs.open.Load(), reqs.resource)
 	}
 }
 
@@ -284,12 +317,13 @@ func nonZero[K comparable](m map[K]int) map[K]int {
 }
 
 func TestClustersGetSeparateInformers(t *testing.T) {
+	// First, so that -short skips before a second control plane starts.
+	local := newClients(t, controlPlane(t))
 	remoteEnv, err := testenv.Start(context.Background(), testenv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(remoteEnv.Stop)
-	local := newClients(t, env.Config)
 	remote := newClients(t, remoteEnv.Config)
 	ns := newNamespace(t, local.cs)
 	if _, err := remote.cs.CoreV1().Namespaces().Create(context.Background(), nsObject(ns), metav1.CreateOptions{}); err != nil {
@@ -324,7 +358,7 @@ func TestClustersGetSeparateInformers(t *testing.T) {
 }
 
 func TestReplacingOrRemovingAClusterStopsItsInformersAndTellsOwners(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
@@ -481,7 +515,7 @@ func filterRecords(recs []record, pred func(record) bool) []record {
 }
 
 func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
@@ -506,7 +540,7 @@ func TestTrackOfUnknownClusterFailsAndChangesNothing(t *testing.T) {
 }
 
 func TestRunStopsEveryInformerOnReturn(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
 	base := runtime.NumGoroutine()
@@ -686,7 +720,7 @@ func TestPreparedSelectorJoinsTheScopeListed(t *testing.T) {
 // ConfigMaps, synced.
 func startOnShardOne(t *testing.T) (clients, string, *recorder, *watchregistry.Registry[string], watchregistry.Ref) {
 	t.Helper()
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	for name, shard := range map[string]string{"a": "1", "b": "2", "c": "3"} {
 		cm := configMap(ns, name, "owner-"+name, nil)
@@ -731,7 +765,7 @@ func TestAListedPreparedSelectorJoiningAPendingRefWakesOnceSynced(t *testing.T) 
 		{"prepared selector added last", []string{one, two, three}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClients(t, env.Config)
+			c := newClients(t, controlPlane(t))
 			ns := newNamespace(t, c.cs)
 			createSharded(t, c, ns, map[string][2]string{"a": {"owner-a", "1"}, "b": {"owner-b", "2"}, "c": {"owner-c", "3"}})
 			// Map holds b, listed by the selector that is not prepared: the
@@ -795,7 +829,7 @@ func TestAListedPreparedSelectorJoiningAPendingRefWakesOnceSynced(t *testing.T) 
 // list is done, when their reads succeed, not by the sync before it.
 func TestOwnersOfAScopeWidenedAsTheRefSyncsWaitForItsList(t *testing.T) {
 	one, two := selector+",shard in (1)", selector+",shard in (2)"
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	createSharded(t, c, ns, map[string][2]string{"a": {"owner-a", "1"}, "x-1": {"owner-x", "2"}, "x-2": {"owner-x", "2"}})
 	// Map holds the second object of the added selector's list, whichever

@@ -28,9 +28,19 @@ import (
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
+// env is the package's control plane; nil under go test -short, where only
+// the tests that need none run (make unit).
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}) }
+func TestMain(m *testing.M) { testenv.RunMainShort(m, &env, testenv.Options{}) }
+
+// controlPlane returns the admin configuration of the control plane, and
+// skips the test under go test -short: every test that talks to the API
+// server gets its configuration here rather than from env.
+func controlPlane(t testing.TB) *rest.Config {
+	t.Helper()
+	return testenv.Need(t, env)
+}
 
 const (
 	managedBy = "app.kubernetes.io/managed-by"
@@ -77,19 +87,45 @@ func newClients(t testing.TB, cfg *rest.Config) clients {
 type requestCounter struct {
 	resource string
 	n        atomic.Int64
+	// open counts those not over yet: sent, and neither failed nor their
+	// body closed. A list outlives the reflector that sent it (client-go
+	// lists in a goroutine of its own), and the retries of a request in
+	// flight would be new ones.
+	open atomic.Int64
 }
 
 func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/"+c.resource) {
-				c.n.Add(1)
+			if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/"+c.resource) {
+				return rt.RoundTrip(req)
 			}
-			return rt.RoundTrip(req)
+			c.n.Add(1)
+			c.open.Add(1)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				c.open.Add(-1)
+				return resp, err
+			}
+			resp.Body = &closeOnce{ReadCloser: resp.Body, closed: func() { c.open.Add(-1) }}
+			return resp, nil
 		})
 	})
 	return cfg
+}
+
+// closeOnce is a response body that calls closed once, when first closed.
+type closeOnce struct {
+	io.ReadCloser
+	once   sync.Once
+	closed func()
+}
+
+func (b *closeOnce) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.closed)
+	return err
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -16,10 +16,10 @@ import (
 )
 
 func TestForbiddenRefRetriesByItselfWithRetryFailed(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	user := "retrier-" + ns
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(controlPlane(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c := newClients(t, cfg)
 	clk := testingclock.NewFakeClock(time.Now())
@@ -75,9 +75,9 @@ func TestForbiddenRefRetriesByItselfWithRetryFailed(t *testing.T) {
 }
 
 func TestWaitForSyncReportsTheTerminalErrorWithoutRetries(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(controlPlane(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody-" + ns}
 	r := startRegistry(t, newClients(t, cfg), watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
 	secs := watchregistry.Ref{GVR: secrets, Namespace: ns}
@@ -99,7 +99,7 @@ func TestWaitForSyncReportsTheTerminalErrorWithoutRetries(t *testing.T) {
 }
 
 func TestTrackRejectsANamespaceOnAClusterScopedResource(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	namespaces := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	var asked []schema.GroupVersionResource
 	r := newRegistry(t, c, watchregistry.Options[string]{
@@ -130,7 +130,7 @@ func TestTrackRejectsANamespaceOnAClusterScopedResource(t *testing.T) {
 }
 
 func TestStartDoesNotBlockAndRunsOnce(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue})
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
@@ -165,11 +165,11 @@ func TestStartDoesNotBlockAndRunsOnce(t *testing.T) {
 // ref's owner tracks it again: whichever moves the ref to the synced
 // informer must end the wait, though no informer changed state then.
 func TestWaitForSyncOfARetryingRefReturnsOnceASyncedInformerServesIt(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	deny := &refuser{path: "/api/v1/namespaces/" + ns + "/configmaps"}
 	deny.on.Store(true)
-	c := newClients(t, deny.wrap(env.Config))
+	c := newClients(t, deny.wrap(controlPlane(t)))
 	// The fake clock never moves: the ref's own retry never comes.
 	clk := testingclock.NewFakeClock(time.Now())
 	r := newRegistry(t, c, watchregistry.Options[string]{Enqueue: (&recorder{}).enqueue, RetryFailed: true, Clock: clk})

@@ -21,7 +21,7 @@ func checkInvariants(t *testing.T, r *watchregistry.Registry[string]) {
 }
 
 func TestAllNamespacesInformerServesNamespacedRefs(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns, elsewhere := newNamespace(t, c.cs), newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
@@ -88,7 +88,7 @@ func TestAllNamespacesInformerServesNamespacedRefs(t *testing.T) {
 }
 
 func TestAllNamespacesInformerTakesOverNamespacedInformersOnceSynced(t *testing.T) {
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
@@ -128,7 +128,7 @@ func TestAllNamespacesInformerTakesOverNamespacedInformersOnceSynced(t *testing.
 // expectations belong to the object, not to the ref.
 func TestOwnWriteThroughAnotherRefIsNotDelivered(t *testing.T) {
 	g := newGate("gate")
-	c := newClients(t, env.Config)
+	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Map: g.mapFunc})
@@ -169,7 +169,7 @@ func TestOwnWriteThroughAnotherRefIsNotDelivered(t *testing.T) {
 // rather than by a retry that would cache, and charge, the namespace's
 // objects a second time; its owner, whose reads failed, is woken.
 func TestAllNamespacesInformerTakesOverAFailedNamespacedRef(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	ns := newNamespace(t, admin.cs)
 	scope := selector + ",takeover=" + ns
 	cm := configMap(ns, "mine", "owner-n", nil)
@@ -177,7 +177,7 @@ func TestAllNamespacesInformerTakesOverAFailedNamespacedRef(t *testing.T) {
 	createConfigMap(t, admin.cs, cm)
 	deny := &refuser{path: "/api/v1/namespaces/" + ns + "/configmaps"}
 	deny.on.Store(true)
-	c := newClients(t, deny.wrap(env.Config))
+	c := newClients(t, deny.wrap(controlPlane(t)))
 	rec := &recorder{}
 	budget := watchregistry.NewBudget(100)
 	r := newRegistry(t, c, watchregistry.Options[string]{

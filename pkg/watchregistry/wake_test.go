@@ -59,7 +59,7 @@ func readyStatus(ready, heartbeat string, replicas int64) map[string]any {
 // EventDigestChanged and the churn is not; without one, only the label edit
 // is delivered, as before.
 func TestStatusOnlyUpdatesWakeOnADigestChange(t *testing.T) {
-	admin := newClients(t, env.Config)
+	admin := newClients(t, controlPlane(t))
 	gvr := crd(t, admin, "wake.watchregistry.test", "Beacon", true)
 	for _, tc := range []struct {
 		name   string
