@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/manifest"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
@@ -188,7 +189,7 @@ type ObjectKey struct {
 
 func keyOf(u *unstructured.Unstructured) ObjectKey {
 	gvk := u.GroupVersionKind()
-	return ObjectKey{group: gvk.Group, kind: gvk.Kind, namespace: u.GetNamespace(), name: u.GetName()}
+	return ObjectKey{group: manifest.StoredGroup(gvk.Group, gvk.Kind), kind: gvk.Kind, namespace: u.GetNamespace(), name: u.GetName()}
 }
 
 func (k ObjectKey) String() string {
@@ -225,7 +226,7 @@ func managedResource(u interface {
 
 func inventoryKey(m v1alpha1.ManagedResource) ObjectKey {
 	gv, _ := schema.ParseGroupVersion(m.APIVersion)
-	return ObjectKey{group: gv.Group, kind: m.Kind, namespace: m.Namespace, name: m.Name}
+	return ObjectKey{group: manifest.StoredGroup(gv.Group, m.Kind), kind: m.Kind, namespace: m.Namespace, name: m.Name}
 }
 
 func inventorySet(items []v1alpha1.ManagedResource) map[ObjectKey]bool {

@@ -32,8 +32,9 @@ type kindSuggester interface {
 //     (ReasonNamespaceNotAllowed), as the API server would silently drop it
 //     and the object would not be where the manifest says;
 //   - the same object twice (same API group, kind, namespace and name; the
-//     version does not matter, as apps/v1 and apps/v1beta1 name one object)
-//     is an error (ReasonDuplicateObject) naming both documents;
+//     version does not matter, as apps/v1 and apps/v1beta1 name one object,
+//     nor does the group of an Event: see StoredGroup) is an error
+//     (ReasonDuplicateObject) naming both documents;
 //   - a kind scope cannot place is an error: ReasonUnknownKind when it is not
 //     served, ReasonDiscoveryFailed otherwise (the error wraps scope's).
 //
@@ -94,7 +95,7 @@ func Resolve(objs []Object, defaultNamespace string, scope ScopeFunc) ([]Object,
 			u.SetNamespace("")
 		}
 
-		k := key{group: gvk.Group, kind: gvk.Kind, namespace: ns, name: u.GetName()}
+		k := key{group: StoredGroup(gvk.Group, gvk.Kind), kind: gvk.Kind, namespace: ns, name: u.GetName()}
 		if j, dup := first[k]; dup {
 			errs = append(errs, &Error{Index: o.Index, Line: o.Line, Reason: ReasonDuplicateObject,
 				Message: fmt.Sprintf("%s is also %s; an object (API group, kind, namespace and name) may appear only once in a manifest",
@@ -189,4 +190,16 @@ func locate(o Object) string {
 		return fmt.Sprintf("document %d (line %d)", DocumentNumber(o.Index), o.Line)
 	}
 	return fmt.Sprintf("document %d", DocumentNumber(o.Index))
+}
+
+// StoredGroup is the API group of the kind the API server stores an object
+// of group and kind as, so that two names of one object compare equal. An
+// Event of events.k8s.io is the core Event of the same name, served in two
+// groups: keyed apart, a manifest that moved an Event from one to the other
+// would have its inventory prune the object it still declares.
+func StoredGroup(group, kind string) string {
+	if group == "events.k8s.io" && kind == "Event" {
+		return ""
+	}
+	return group
 }

@@ -18,7 +18,8 @@ var errDiscovery = errors.New("the server is currently unable to handle the requ
 // discovery were down.
 func fakeScope(gvk schema.GroupVersionKind) (bool, error) {
 	switch gvk.GroupKind() {
-	case schema.GroupKind{Kind: "ConfigMap"}, schema.GroupKind{Kind: "Service"},
+	case schema.GroupKind{Kind: "ConfigMap"}, schema.GroupKind{Kind: "Service"}, schema.GroupKind{Kind: "Event"},
+		schema.GroupKind{Group: "events.k8s.io", Kind: "Event"},
 		schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Role"}:
 		return true, nil
 	case schema.GroupKind{Kind: "Namespace"}, schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
@@ -137,6 +138,21 @@ metadata:
 			want: []string{"2 ConfigMap default/b"},
 			wantErrs: ErrorList{{Index: 1, Line: 6, Reason: ReasonDuplicateObject,
 				Message: `ConfigMap "a" in namespace "default" is also document 1 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
+		},
+		{
+			name: "one Event named in its two groups",
+			manifest: `apiVersion: v1
+kind: Event
+metadata:
+  name: e
+---
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: e
+`,
+			wantErrs: ErrorList{{Index: 1, Line: 6, Reason: ReasonDuplicateObject,
+				Message: `Event.events.k8s.io "e" in namespace "default" is also document 1 (line 1); an object (API group, kind, namespace and name) may appear only once in a manifest`}},
 		},
 		{
 			name: "the same object in two versions of its group",

@@ -189,6 +189,59 @@ func TestPruneDisabledReleasesObjects(t *testing.T) {
 	assertNoEvent(t, ns, "noprune", "Pruned")
 }
 
+// An Event is served in two groups, core and events.k8s.io, as one stored
+// object. A manifest that moves its Event from one to the other still
+// declares it: the inventory's entry of the old group is the same object,
+// and pruning it would delete what was just applied.
+func TestAnEventMovedBetweenItsTwoGroupsIsNotPruned(t *testing.T) {
+	ns := namespace(t)
+	// The events.k8s.io API keeps an Event's fields immutable: both set
+	// them alike, and the move adds a label.
+	core := fmt.Sprintf(`apiVersion: v1
+kind: Event
+metadata: {name: moved}
+involvedObject: {apiVersion: v1, kind: ConfigMap, namespace: %[1]s, name: subject}
+eventTime: "2026-01-01T00:00:00.000000Z"
+reportingComponent: example.com/release
+reportingInstance: release-1
+action: Release
+reason: Released
+type: Normal
+message: released
+`, ns)
+	events := fmt.Sprintf(`apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: moved, labels: {moved: "yes"}}
+regarding: {apiVersion: v1, kind: ConfigMap, namespace: %[1]s, name: subject}
+eventTime: "2026-01-01T00:00:00.000000Z"
+reportingController: example.com/release
+reportingInstance: release-1
+action: Release
+reason: Released
+type: Normal
+note: released
+`, ns)
+	createVR(t, ns, "events", core)
+	waitReady(t, ns, "events")
+	before, err := kube.CoreV1().Events(ns).Get(t.Context(), "moved", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updateVR(t, ns, "events", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = events })
+	vr := waitReady(t, ns, "events")
+	after, err := kube.CoreV1().Events(ns).Get(t.Context(), "moved", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Event the manifest still declares is gone: %v", err)
+	}
+	if after.UID != before.UID || after.Labels["moved"] != "yes" {
+		t.Errorf("the Event is %s with labels %v, want %s with label moved", after.UID, after.Labels, before.UID)
+	}
+	if len(vr.Status.ManagedResources) != 1 || vr.Status.ManagedResources[0].APIVersion != "events.k8s.io/v1" {
+		t.Errorf("inventory %v, want the Event once, as events.k8s.io/v1", vr.Status.ManagedResources)
+	}
+	assertNoEvent(t, ns, "events", "Pruned")
+}
+
 // assertNoEvent fails if the resource has an Event of reason. Call it after
 // waiting for an Event recorded with or after the one that must not be.
 func assertNoEvent(t *testing.T, ns, name, reason string) {

@@ -46,7 +46,7 @@ type key struct{ group, kind, namespace, name string }
 
 func keyOf(u *unstructured.Unstructured) key {
 	gvk := u.GroupVersionKind()
-	return key{gvk.Group, gvk.Kind, u.GetNamespace(), u.GetName()}
+	return key{manifest.StoredGroup(gvk.Group, gvk.Kind), gvk.Kind, u.GetNamespace(), u.GetName()}
 }
 
 // Plan previews the apply of objs, the parsed manifest of vr (vr's
@@ -78,7 +78,7 @@ func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []man
 		if err != nil {
 			continue
 		}
-		if desired[key{gv.Group, m.Kind, m.Namespace, m.Name}] {
+		if desired[key{manifest.StoredGroup(gv.Group, m.Kind), m.Kind, m.Namespace, m.Name}] {
 			continue
 		}
 		if o, ok := planPrune(ctx, c, vr, m, gv.WithKind(m.Kind)); ok {
