@@ -47,6 +47,9 @@ type planned struct {
 	// own marks.
 	drift *v1alpha1.DriftRecord
 	marks bool
+	// adoptedFrom names the gone VidraResource whose object this one
+	// adopts (spec.adoptOrphans), for the Event of a successful apply.
+	adoptedFrom string
 	// unchanged: the object's part of the manifest is what Vidra last
 	// applied; a write now corrects drift.
 	unchanged bool

@@ -99,7 +99,7 @@ func unmanagedError(pass *Pass, p *planned, what string) *ObjectError {
 	// Retried with backoff: the object's labels cannot be watched, so a
 	// retry is how Vidra learns that someone deleted it.
 	return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonUnmanagedExists, Conflict: true, Retry: true,
-		Err: fmt.Errorf("%s; delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest", what)}
+		Err: fmt.Errorf("%s: delete it (Vidra checks again with backoff and creates it once it is gone), or remove it from the manifest", what)}
 }
 
 // isReplaced reports the refusal of an apply guarded by a UID (applyMeta)

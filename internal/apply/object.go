@@ -204,6 +204,9 @@ func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured
 	}
 	p.wrote = true
 	pass.Out.Changed++
+	if p.adoptedFrom != "" {
+		e.event(pass.VR, false, v1alpha1.ReasonAdopted, "Adopted %s, left by %s, which no longer exists (spec.adoptOrphans)", p.key, p.adoptedFrom)
+	}
 	switch {
 	case live == nil:
 		pass.Out.Created++

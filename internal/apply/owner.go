@@ -134,14 +134,14 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if !gone {
 		pass.claims = append(pass.claims, p.key)
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("is managed by VidraResource %s; an object has one owner: remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}
+			Err: fmt.Errorf("is managed by VidraResource %s (an object has one owner): remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}
 	}
 	if pass.Target.Cluster != destination.LocalCluster {
 		// VidraResources live in the cluster of the installation that
 		// reconciles them; an owner this cluster does not hold may belong
 		// to another Vidra installation sharing the remote cluster.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster; if it does not, delete the object and this resource creates it", owner, uidShown)}
+			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster (if it does not, delete the object and this resource creates it)", owner, uidShown)}
 	}
 	// The marks cannot be trusted on their own: anyone who may label an
 	// object can write them. Only an object Vidra has applied is adopted.
@@ -150,16 +150,23 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
 	if full == nil || !appliedByVidra(full.GetManagedFields()) {
-		return unmanagedError(pass, p, "carries Vidra's marks but was never applied by Vidra")
+		what := "carries Vidra's marks but was never applied by Vidra"
+		if pass.VR.Spec.AdoptOrphans {
+			what += " (spec.adoptOrphans takes over only objects Vidra's apply wrote)"
+		}
+		return unmanagedError(pass, p, what)
 	}
 	if !pass.VR.Spec.AdoptOrphans {
 		// Whoever may create the object may also have written the marks
 		// of a resource that never existed and a vidra Apply entry: only
 		// the resource's author can say it expects leftovers here.
-		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which is gone, and this resource does not adopt orphans: set spec.adoptOrphans to take it over", owner, uidShown))
+		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and this resource does not adopt orphans (spec.adoptOrphans takes it over)", owner, uidShown))
 	}
 	// The owner named on the object is gone (deleted without its finalizer
-	// running): the marks are stale and the object is free to adopt.
+	// running): the marks are stale and the object is free to adopt. The
+	// Event, once the apply has written it, tells the resource's readers
+	// what it took.
+	p.adoptedFrom = fmt.Sprintf("VidraResource %s (UID %s)", owner, uidShown)
 	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uidShown)
 	return nil
 }

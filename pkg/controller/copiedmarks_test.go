@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,11 @@ func TestAnOrphanIsAdoptedOnlyByAResourceThatOptsIn(t *testing.T) {
 			}
 			if !applied || len(st.ManagedResources) != 1 {
 				t.Errorf("the orphan was not adopted: requests %v, inventory %v", f.actions, st.ManagedResources)
+			}
+			// The resource's readers are told what it took, and from whom.
+			want := "Normal Adopted Adopted ConfigMap " + operatorNS + "/app, left by VidraResource " + operatorNS + "/gone (UID gone-uid)"
+			if events := f.events(); !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, want) }) {
+				t.Errorf("Events %q, want one starting %q", events, want)
 			}
 		})
 	}

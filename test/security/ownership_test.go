@@ -52,6 +52,8 @@ func conflictWith(reason string) func(*v1alpha1.VidraResource) bool {
 	return hasCondition(v1alpha1.ConditionConflict, metav1.ConditionTrue, reason)
 }
 
+func adoptingOrphans(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true }
+
 func hasMarks(o metav1.Object) bool {
 	return o.GetLabels()[v1alpha1.ManagedByLabel] != "" || o.GetLabels()[v1alpha1.OwnerUIDLabel] != "" ||
 		o.GetAnnotations()[v1alpha1.OwnedByAnnotation] != ""
@@ -227,7 +229,8 @@ func TestTenantCannotAdoptAnObjectReleasedByAnotherResource(t *testing.T) {
 		return o != nil && !hasMarks(o)
 	})
 
-	createVR(t, ns, "second", ownershipConfigMap("settings", map[string]string{"owner": "second"}), asServiceAccount("deployer"))
+	// Even a resource that adopts orphans: a released object is nobody's.
+	createVR(t, ns, "second", ownershipConfigMap("settings", map[string]string{"owner": "second"}), asServiceAccount("deployer"), adoptingOrphans)
 	waitVR(t, ns, "second", "reported the released object", conflictWith(v1alpha1.ReasonUnmanagedExists))
 	cur := getObject(t, configMaps, ns, "settings")
 	if cur == nil || cur.GetResourceVersion() != released.GetResourceVersion() {
@@ -373,7 +376,9 @@ func TestInstallationWatchingOneNamespaceDoesNotAdoptOthersObjects(t *testing.T)
 		}
 	})
 
-	createVR(t, other, "grab", fmt.Sprintf(manifest, "grab"), asServiceAccount("deployer"))
+	// A resource that adopts orphans: only the lookup keeps it from
+	// taking an object whose owner its installation cannot see.
+	createVR(t, other, "grab", fmt.Sprintf(manifest, "grab"), asServiceAccount("deployer"), adoptingOrphans)
 	// The barrier: the second installation reconciled the resource.
 	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()

@@ -150,6 +150,10 @@ const (
 	// and delete it, so it was deleted (or released) as if nobody declared
 	// it, rather than handed over.
 	ReasonHandoverRefused = "HandoverRefused"
+	// ReasonAdopted: an object the manifest declares carried the marks of
+	// a VidraResource that no longer exists; with spec.adoptOrphans this
+	// resource applied it and now manages it.
+	ReasonAdopted = "Adopted"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for
