@@ -85,7 +85,32 @@ func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []man
 			res.Objects = append(res.Objects, o)
 		}
 	}
+	holdPrunes(res)
 	return res, nil
+}
+
+// holdPrunes turns the prunes and releases of res into ActionHeld when an
+// object of the manifest fails: the operator prunes nothing in a reconcile
+// in which anything failed, so that an object that moved to another
+// resource, or is only misspelt, is not deleted meanwhile.
+func holdPrunes(res *Result) {
+	failing := ""
+	for _, o := range res.Objects {
+		if o.Action == ActionConflict || o.Action == ActionError {
+			failing = o.Ref()
+			break
+		}
+	}
+	if failing == "" {
+		return
+	}
+	for i, o := range res.Objects {
+		if o.Action == ActionPrune || o.Action == ActionRelease {
+			res.Objects[i].Action, res.Objects[i].Diff, res.Objects[i].Message = ActionHeld, "",
+				fmt.Sprintf("left the manifest; it would be %s, but the operator prunes nothing while an object of the manifest fails (%s): it stays as it is until every object applies",
+					map[Action]string{ActionPrune: "deleted", ActionRelease: "released"}[o.Action], failing)
+		}
+	}
 }
 
 // defaultNamespace is the namespace the operator gives namespaced objects
@@ -270,7 +295,8 @@ func notOurs(vr *v1alpha1.VidraResource, live *unstructured.Unstructured) (strin
 		if vr.Spec.AdoptOrphans {
 			adopt = "spec.adoptOrphans adopts it"
 		}
-		return fmt.Sprintf("carries the marks of VidraResource %s; Vidra does not write it while that resource holds it (%s): it is handed over when that resource lets it go, and if that resource is gone, %s", render.Safe(owner), v1alpha1.ReasonOwnedByOther, adopt), true
+		return fmt.Sprintf("carries the marks of VidraResource %s: while that resource exists, Vidra does not write it (%s) and it is handed over when that resource lets it go; if it no longer exists (%s), %s",
+			render.Safe(owner), v1alpha1.ReasonOwnedByOther, v1alpha1.ReasonUnmanagedExists, adopt), true
 	}
 	return fmt.Sprintf("exists without Vidra's marks; Vidra does not take it over (%s): delete it, or remove it from the manifest", v1alpha1.ReasonUnmanagedExists), true
 }

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +125,38 @@ func TestNotOursNamesHandoverAndAdoption(t *testing.T) {
 		}
 		if !foreign || !strings.Contains(msg, "team-a/other") || !strings.Contains(msg, "handed over") || !strings.Contains(msg, want) {
 			t.Errorf("adoptOrphans %v: %q (foreign %v), want the owner, the handover and %q", adopt, msg, foreign, want)
+		}
+	}
+}
+
+// The operator prunes nothing in a reconcile in which an object failed, so
+// the preview holds back the prunes and releases of a manifest with a
+// conflict or a refusal, and counts them apart.
+func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
+	for _, failing := range []Action{ActionError, ActionConflict, ""} {
+		res := &Result{Resource: "ns/r", Objects: []Object{
+			{Kind: "ConfigMap", Namespace: "ns", Name: "bad", Action: ActionCreate},
+			{Kind: "ConfigMap", Namespace: "ns", Name: "gone", Action: ActionPrune, Diff: "-data"},
+			{Kind: "ConfigMap", Namespace: "ns", Name: "kept", Action: ActionRelease},
+			{Kind: "Namespace", Name: "n", Action: ActionKeep},
+		}}
+		if failing != "" {
+			res.Objects[0].Action = failing
+		}
+		holdPrunes(res)
+		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action}
+		want := []Action{ActionHeld, ActionHeld, ActionKeep}
+		if failing == "" {
+			want = []Action{ActionPrune, ActionRelease, ActionKeep}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("with %q: actions %v, want %v", failing, got, want)
+		}
+		if failing != "" && (res.Objects[1].Diff != "" || !strings.Contains(res.Objects[1].Message, "ConfigMap ns/bad")) {
+			t.Errorf("with %q: held prune %+v, want no diff and a message naming the failing object", failing, res.Objects[1])
+		}
+		if failing != "" && !strings.Contains(Summary(res), "2 held back") {
+			t.Errorf("with %q: summary %q", failing, Summary(res))
 		}
 	}
 }

@@ -18,6 +18,11 @@ const (
 	// ActionKeep: the object left the manifest, but prune refuses to delete
 	// it (a Namespace or CRD without spec.pruneNamespacesAndCRDs).
 	ActionKeep Action = "keep"
+	// ActionHeld: the object left the manifest and would be pruned or
+	// released, but another object of the manifest fails (a conflict, a
+	// refusal), and the operator prunes nothing in a reconcile in which
+	// anything failed: it stays as it is until every object applies.
+	ActionHeld Action = "held"
 	// ActionConflict: the object exists and is not this resource's; the
 	// operator would not take it over.
 	ActionConflict Action = "conflict"
