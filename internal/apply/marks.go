@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/shard"
@@ -106,12 +108,20 @@ const maxOwner = 63 + 1 + 253
 // ownerName is the owner the owned-by annotation of live names, as
 // conditions and Events may quote it: cut to maxOwner bytes and readable.
 func ownerName(live *unstructured.Unstructured) string {
-	return wording.Cut(readable(live.GetAnnotations()[v1alpha1.OwnedByAnnotation]), maxOwner, "…")
+	owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]
+	if owner == "" {
+		return "(not named)"
+	}
+	return wording.Cut(readable(owner), maxOwner, "…")
 }
 
+// ownerKey parses an owned-by annotation. ok is false when it cannot name
+// a VidraResource at all (no such resource can exist): the annotation is
+// anyone's to write, and a name with a slash, say, would make a request
+// for another path.
 func ownerKey(annotation string) (key cache.ObjectName, ok bool) {
 	ns, name, found := strings.Cut(annotation, "/")
-	if !found || ns == "" || name == "" {
+	if !found || len(validation.IsDNS1123Label(ns)) > 0 || len(path.IsValidPathSegmentName(name)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 		return key, false
 	}
 	return cache.ObjectName{Namespace: ns, Name: name}, true

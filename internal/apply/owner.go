@@ -149,12 +149,24 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if err != nil {
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
+	if full != nil && full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid {
+		// Marked anew since the cache's copy (another resource adopted it
+		// first, or it was handed over): the next pass reads the new owner.
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
+			Err: fmt.Errorf("changed owner while Vidra read it (retrying)")}
+	}
 	if full == nil || !appliedByVidra(full.GetManagedFields()) {
 		what := "carries Vidra's marks but was never applied by Vidra"
 		if pass.VR.Spec.AdoptOrphans {
 			what += " (spec.adoptOrphans takes over only objects Vidra's apply wrote)"
 		}
 		return unmanagedError(pass, p, what)
+	}
+	if p.policy.createOnly {
+		// apply: IfNotPresent never writes an object that exists, its
+		// marks included: adopted, it would stay marked as the gone
+		// resource's, and be this one's only until adoptOrphans is unset.
+		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and its annotation %s: IfNotPresent keeps Vidra from writing it, so it cannot be adopted", owner, uidShown, v1alpha1.ApplyPolicyAnnotation))
 	}
 	if !pass.VR.Spec.AdoptOrphans {
 		// Whoever may create the object may also have written the marks
@@ -189,7 +201,7 @@ func (e *Engine) ownerGone(ctx context.Context, owner string, uid types.UID) (bo
 	case apierrors.IsNotFound(err):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("get VidraResource %s: %w", owner, err)
+		return false, fmt.Errorf("get VidraResource %s: %w", key, err)
 	}
 	return vr.UID != uid, nil
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,5 +73,28 @@ func TestIsReplacedTellsAGoneUIDFromAnImmutableField(t *testing.T) {
 				t.Errorf("isImmutable = %v, want %v", got, tc.immutable)
 			}
 		})
+	}
+}
+
+// An owned-by annotation that cannot name a VidraResource names none: a
+// lookup of it would be a request for another path, or fail for good and
+// be retried for ever.
+func TestOwnerKeyNamesOnlyWhatCouldBeAVidraResource(t *testing.T) {
+	for annotation, want := range map[string]bool{
+		"team-a/app":                         true,
+		"team-a/app.v2":                      true,
+		"":                                   false,
+		"team-a":                             false,
+		"/app":                               false,
+		"team-a/":                            false,
+		"team-a/a/b":                         false,
+		"team-a/..":                          false,
+		"Team-A/app":                         false,
+		"team-a/app\n\u202ex":                false,
+		"team-a/" + strings.Repeat("x", 254): false,
+	} {
+		if _, ok := ownerKey(annotation); ok != want {
+			t.Errorf("ownerKey(%.40q) ok = %v, want %v", annotation, ok, want)
+		}
 	}
 }

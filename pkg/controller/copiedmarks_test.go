@@ -198,3 +198,25 @@ func TestAHostileOwnerAnnotationIsQuotedBoundedAndReadable(t *testing.T) {
 		t.Errorf("the message quotes the annotation raw or whole (%d bytes): %.200q", len(c.Message), c.Message)
 	}
 }
+
+// apply: IfNotPresent never writes an object that exists, so a leftover it
+// names cannot take this resource's marks: it is not adopted, and the
+// message says why, rather than the object being recorded as this
+// resource's while it stays marked as the gone one's.
+func TestAnOrphanThatIsOnlyCreatedIfAbsentIsNotAdopted(t *testing.T) {
+	manifest := strings.Replace(configMapManifest, "metadata:\n", "metadata:\n  annotations:\n    "+v1alpha1.ApplyPolicyAnnotation+": IfNotPresent\n", 1)
+	heir := newVR(operatorNS, "heir", manifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
+	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, newVR(operatorNS, "gone", configMapManifest)))
+	f.run(cache.MetaObjectToName(heir))
+	if len(f.statuses) == 0 {
+		t.Fatalf("no status written; requests %v", f.actions)
+	}
+	st := f.statuses[len(f.statuses)-1]
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict)
+	if c == nil || c.Reason != v1alpha1.ReasonUnmanagedExists || !strings.Contains(c.Message, "IfNotPresent") {
+		t.Errorf("Conflict condition %+v, want %s saying IfNotPresent keeps it from being adopted", c, v1alpha1.ReasonUnmanagedExists)
+	}
+	if len(st.ManagedResources) != 0 {
+		t.Errorf("inventory %v, want empty", st.ManagedResources)
+	}
+}

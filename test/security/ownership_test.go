@@ -109,8 +109,8 @@ func TestACopyOfAManagedObjectIsNotTakenOrDeleted(t *testing.T) {
 // A leftover, an object whose marks name a VidraResource that is gone, is
 // taken over only by a resource that opts in: whoever may create the object
 // can forge both the marks and the vidra Apply entry that make it look like
-// one, and a resource that took it silently would keep the forger's other
-// fields (here a key of its own) under the resource's name and delete the
+// one, and a resource that took it silently would keep under its own name
+// whatever the forger wrote under other field managers, and delete the
 // object with it.
 func TestAForgedLeftoverIsAdoptedOnlyByAResourceThatOptsIn(t *testing.T) {
 	ns := tenant(t)
