@@ -81,10 +81,10 @@ func TrimForCache(u *unstructured.Unstructured, overrides []string) {
 	}
 }
 
-// appliedByVidra reports whether an Apply of Vidra's field manager wrote the
+// AppliedByVidra reports whether an Apply of Vidra's field manager wrote the
 // object. Updates under any name, Vidra's own release and handover writes
 // included, do not count: they are not what makes an object Vidra's.
-func appliedByVidra(managedFields []metav1.ManagedFieldsEntry) bool {
+func AppliedByVidra(managedFields []metav1.ManagedFieldsEntry) bool {
 	return slices.ContainsFunc(managedFields, func(e metav1.ManagedFieldsEntry) bool {
 		return e.Manager == v1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply
 	})

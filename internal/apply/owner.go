@@ -116,7 +116,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		// copied onto an object someone else made, say a backup restored
 		// or an edited copy created in the place of Vidra's, do not make
 		// it this resource's to write, record and later delete.
-		if appliedByVidra(live.GetManagedFields()) {
+		if AppliedByVidra(live.GetManagedFields()) {
 			return nil
 		}
 		return unmanagedError(pass, p, "carries this resource's marks but was never applied by Vidra (created from a copy of Vidra's object?)")
@@ -155,7 +155,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
 			Err: fmt.Errorf("changed owner while Vidra read it (retrying)")}
 	}
-	if full == nil || !appliedByVidra(full.GetManagedFields()) {
+	if full == nil || !AppliedByVidra(full.GetManagedFields()) {
 		what := "carries Vidra's marks but was never applied by Vidra"
 		if pass.VR.Spec.AdoptOrphans {
 			what += " (spec.adoptOrphans takes over only objects Vidra's apply wrote)"

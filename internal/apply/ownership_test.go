@@ -27,8 +27,8 @@ func TestAppliedByVidraCountsOnlyItsApplies(t *testing.T) {
 		{"none", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := appliedByVidra(tc.entries); got != tc.want {
-				t.Fatalf("appliedByVidra = %v, want %v", got, tc.want)
+			if got := AppliedByVidra(tc.entries); got != tc.want {
+				t.Fatalf("AppliedByVidra = %v, want %v", got, tc.want)
 			}
 		})
 	}

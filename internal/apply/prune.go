@@ -162,7 +162,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	// The marks alone do not make the object this resource's: anyone who
 	// may label an object can copy them, and a copy made in the place of an
 	// object Vidra applied would otherwise be deleted in its stead.
-	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !appliedByVidra(live.GetManagedFields()) {
+	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !AppliedByVidra(live.GetManagedFields()) {
 		return nothingToLetGo, nil
 	}
 	key := inventoryKey(m)

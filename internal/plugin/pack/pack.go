@@ -137,7 +137,7 @@ func Pack(files []File) (*Manifest, error) {
 		}
 		for _, o := range objs {
 			gvk := o.Object.GroupVersionKind()
-			k := key{gvk.Group, gvk.Kind, o.Object.GetNamespace(), o.Object.GetName()}
+			k := key{manifest.StoredGroup(gvk.Group, gvk.Kind), gvk.Kind, o.Object.GetNamespace(), o.Object.GetName()}
 			if prev, dup := seen[k]; dup {
 				errs = append(errs, &FileError{Path: f.Path, Err: &manifest.Error{
 					Index: o.Index, Line: o.Line, Reason: manifest.ReasonDuplicateObject,

@@ -49,6 +49,12 @@ func TestPack(t *testing.T) {
 			errs:  "b.yaml: document 2 (line 6): ConfigMap a is also document 1 (line 1) of a.yaml; an object may appear only once in a manifest",
 		},
 		{
+			name: "an Event in its two API groups is one object",
+			files: []File{{Path: "a.yaml", Data: []byte("apiVersion: v1\nkind: Event\nmetadata:\n  name: e\n")},
+				{Path: "b.yaml", Data: []byte("apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: e\n")}},
+			errs: "b.yaml: document 1 (line 1): Event e is also document 1 (line 1) of a.yaml; an object may appear only once in a manifest",
+		},
+		{
 			name:  "an empty file is refused",
 			files: []File{{Path: "a.yaml", Data: []byte("# nothing\n")}},
 			errs:  "a.yaml: manifest holds no objects; an empty manifest is refused so that it can never prune every object",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -85,31 +86,41 @@ func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []man
 			res.Objects = append(res.Objects, o)
 		}
 	}
-	holdPrunes(res)
+	holdPrunes(res, len(resolved), vr.Spec.AdoptOrphans)
 	return res, nil
 }
 
-// holdPrunes turns the prunes and releases of res into ActionHeld when an
-// object of the manifest fails: the operator prunes nothing in a reconcile
-// in which anything failed, so that an object that moved to another
-// resource, or is only misspelt, is not deleted meanwhile.
-func holdPrunes(res *Result) {
-	failing := ""
-	for _, o := range res.Objects {
+// holdPrunes turns the prunes and releases of res into ActionHeld when one
+// of its first n objects, the manifest's, fails: the operator prunes
+// nothing in a reconcile in which anything failed, so that an object that
+// moved to another resource, or is only misspelt, is not deleted meanwhile.
+// A prune's own failure holds nothing: the operator goes on with the
+// others. With adoptOrphans, a conflict over another resource's object may
+// be an adoption, which the preview cannot tell without looking the owner
+// up: the message says both.
+func holdPrunes(res *Result, n int, adoptOrphans bool) {
+	failing, adoptable := "", true
+	for _, o := range res.Objects[:n] {
 		if o.Action == ActionConflict || o.Action == ActionError {
-			failing = o.Ref()
-			break
+			if failing == "" {
+				failing = o.Ref()
+			}
+			adoptable = adoptable && adoptOrphans && o.Action == ActionConflict && strings.HasPrefix(o.Message, markedAsAnother)
 		}
 	}
 	if failing == "" {
 		return
 	}
-	for i, o := range res.Objects {
-		if o.Action == ActionPrune || o.Action == ActionRelease {
-			res.Objects[i].Action, res.Objects[i].Diff, res.Objects[i].Message = ActionHeld, "",
-				fmt.Sprintf("left the manifest; it would be %s, but the operator prunes nothing while an object of the manifest fails (%s): it stays as it is until every object applies",
-					map[Action]string{ActionPrune: "deleted", ActionRelease: "released"}[o.Action], failing)
+	for i, o := range res.Objects[n:] {
+		if o.Action != ActionPrune && o.Action != ActionRelease {
+			continue
 		}
+		msg := fmt.Sprintf("left the manifest; it would be %s, but the operator prunes nothing while an object of the manifest fails (%s): it stays as it is until every object applies",
+			map[Action]string{ActionPrune: "deleted", ActionRelease: "released"}[o.Action], failing)
+		if adoptable {
+			msg += fmt.Sprintf(" (%s does once adopted, if its owner no longer exists)", failing)
+		}
+		res.Objects[n+i].Action, res.Objects[n+i].Diff, res.Objects[n+i].Message = ActionHeld, "", msg
 	}
 }
 
@@ -279,13 +290,22 @@ func label(side string, o Object) string {
 	return render.Safe(fmt.Sprintf("%s/%s.%s.%s.%s", side, o.APIVersion, o.Kind, ns, o.Name))
 }
 
+// markedAsAnother starts notOurs' message for an object marked as
+// another resource's, which holdPrunes tells apart.
+const markedAsAnother = "carries the marks of VidraResource "
+
 // notOurs tells why the operator would not write live: it is not marked as
 // vr's (another resource's, or nobody's). The operator checks the
 // owner-uid label, which only this resource's UID matches.
 func notOurs(vr *v1alpha1.VidraResource, live *unstructured.Unstructured) (string, bool) {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if vr.UID != "" && uid == string(vr.UID) {
-		return "", false
+		if apply.AppliedByVidra(live.GetManagedFields()) {
+			return "", false
+		}
+		// The UID is no secret: marks copied onto an object someone else
+		// made do not make it this resource's.
+		return fmt.Sprintf("carries this resource's marks but was never applied by Vidra (%s): delete it, or remove it from the manifest", v1alpha1.ReasonUnmanagedExists), true
 	}
 	if owner := live.GetAnnotations()[v1alpha1.OwnedByAnnotation]; owner != "" && uid != "" {
 		// Anyone who may write the object writes its annotation.
@@ -293,9 +313,9 @@ func notOurs(vr *v1alpha1.VidraResource, live *unstructured.Unstructured) (strin
 		// adoption; the preview does not look it up, and says both.
 		adopt := "it is adopted only with spec.adoptOrphans"
 		if vr.Spec.AdoptOrphans {
-			adopt = "spec.adoptOrphans adopts it"
+			adopt = "spec.adoptOrphans adopts it if Vidra's apply wrote it and it is on the cluster Vidra runs in"
 		}
-		return fmt.Sprintf("carries the marks of VidraResource %s: while that resource exists, Vidra does not write it (%s) and it is handed over when that resource lets it go; if it no longer exists (%s), %s",
+		return fmt.Sprintf(markedAsAnother+"%s: while that resource exists, Vidra does not write it (%s) and it is handed over when that resource lets it go; if it no longer exists (%s), %s",
 			render.Safe(owner), v1alpha1.ReasonOwnedByOther, v1alpha1.ReasonUnmanagedExists, adopt), true
 	}
 	return fmt.Sprintf("exists without Vidra's marks; Vidra does not take it over (%s): delete it, or remove it from the manifest", v1alpha1.ReasonUnmanagedExists), true

@@ -139,15 +139,18 @@ func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
 			{Kind: "ConfigMap", Namespace: "ns", Name: "gone", Action: ActionPrune, Diff: "-data"},
 			{Kind: "ConfigMap", Namespace: "ns", Name: "kept", Action: ActionRelease},
 			{Kind: "Namespace", Name: "n", Action: ActionKeep},
+			// A prune that cannot be previewed holds no other: the
+			// operator goes on with the rest.
+			{Kind: "ConfigMap", Namespace: "ns", Name: "unread", Action: ActionError},
 		}}
 		if failing != "" {
 			res.Objects[0].Action = failing
 		}
-		holdPrunes(res)
-		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action}
-		want := []Action{ActionHeld, ActionHeld, ActionKeep}
+		holdPrunes(res, 1, false)
+		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action, res.Objects[4].Action}
+		want := []Action{ActionHeld, ActionHeld, ActionKeep, ActionError}
 		if failing == "" {
-			want = []Action{ActionPrune, ActionRelease, ActionKeep}
+			want = []Action{ActionPrune, ActionRelease, ActionKeep, ActionError}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("with %q: actions %v, want %v", failing, got, want)
@@ -158,5 +161,34 @@ func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
 		if failing != "" && !strings.Contains(Summary(res), "2 held back") {
 			t.Errorf("with %q: summary %q", failing, Summary(res))
 		}
+	}
+}
+
+// Marks of this resource on an object Vidra's apply never wrote (a copy
+// created in its place) make it no more this resource's in the preview
+// than in the operator.
+func TestNotOursRefusesACopyCarryingThisResourcesMarks(t *testing.T) {
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{UID: "mine"}}
+	live := &unstructured.Unstructured{}
+	live.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: "mine"})
+	if msg, foreign := notOurs(vr, live); !foreign || !strings.Contains(msg, v1alpha1.ReasonUnmanagedExists) {
+		t.Errorf("a copy: %q (foreign %v), want %s", msg, foreign, v1alpha1.ReasonUnmanagedExists)
+	}
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
+	if msg, foreign := notOurs(vr, live); foreign {
+		t.Errorf("an object Vidra applied: %q, want it this resource's", msg)
+	}
+}
+
+// With spec.adoptOrphans, a conflict over another resource's object may be
+// an adoption the preview cannot confirm: the held prune says so.
+func TestAHeldPruneSaysAnAdoptionWouldFreeIt(t *testing.T) {
+	res := &Result{Objects: []Object{
+		{Kind: "ConfigMap", Namespace: "ns", Name: "leftover", Action: ActionConflict, Message: markedAsAnother + "ns/gone: ..."},
+		{Kind: "ConfigMap", Namespace: "ns", Name: "old", Action: ActionPrune},
+	}}
+	holdPrunes(res, 1, true)
+	if o := res.Objects[1]; o.Action != ActionHeld || !strings.Contains(o.Message, "once adopted") {
+		t.Errorf("prune %+v, want held, saying an adoption would let it go ahead", o)
 	}
 }
