@@ -50,14 +50,18 @@ func waitCached(t *testing.T, want int, ops ...*operator) {
 // waitQuiet waits until the replicas cache want objects between them and,
 // with idle, until none has work queued or under way: every add to a
 // replica's queue is processed once (an add while the key is processed
-// included), so a queue whose adds equal its finished items, read in one
-// scrape, has nothing left. Once their informers hold every object, the
-// events that could wake a reconcile have been delivered; what the
-// counters read next is final, and only a new change wakes a replica.
+// included), so a queue whose adds equal its finished items, with nothing
+// queued, has nothing left. Metrics are gathered one by one, so the adds
+// must also read the same in two scrapes in a row. Once their informers
+// hold every object, the events that could wake a reconcile have been
+// delivered. What this cannot see is a key put off for later (AddAfter: a
+// retry's backoff, a paced health wake), which joins the queue only when
+// due; a converged resource has none but its interval.
 func waitQuiet(t *testing.T, want int, idle bool, ops ...*operator) {
 	t.Helper()
 	var cached float64
 	busy := ""
+	last := make([]float64, len(ops))
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		cached, busy = 0, ""
 		for i, op := range ops {
@@ -66,9 +70,11 @@ func waitQuiet(t *testing.T, want int, idle bool, ops ...*operator) {
 				return false, nil
 			}
 			cached += m.Sum("vidra_watchregistry_cached_objects", nil)
-			if adds, done := m.Sum("workqueue_adds_total", nil), m.Sum("workqueue_work_duration_seconds_count", nil); idle && (adds != done || m.Sum("workqueue_depth", nil) != 0) {
+			adds, done := m.Sum("workqueue_adds_total", nil), m.Sum("workqueue_work_duration_seconds_count", nil)
+			if idle && (adds != done || adds != last[i] || m.Sum("workqueue_depth", nil) != 0) {
 				busy = fmt.Sprintf("replica %d has %.0f of %.0f queued keys unfinished", i, adds-done, adds)
 			}
+			last[i] = adds
 		}
 		return cached == float64(want) && busy == "", nil
 	})
