@@ -111,8 +111,9 @@ type Pass struct {
 	key       cache.ObjectName
 	st        *resourceState
 	overrides []string
-	// claims are the objects found owned by another live VidraResource.
-	claims []ObjectKey
+	// claims are the objects found owned by another live VidraResource,
+	// with the resource this one declares them as.
+	claims map[ObjectKey]schema.GroupVersionResource
 	// report: driftPolicy Report, drift is listed rather than corrected.
 	report bool
 }

@@ -18,6 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
 )
@@ -99,7 +100,7 @@ func TestClaimantsLeaveOutClaimsOfAnEarlierIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 		client, _ := reviewer(t, nil, nil)
-		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: uid, claims: map[ObjectKey]bool{key: true},
+		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: uid, claims: map[ObjectKey]schema.GroupVersionResource{key: {Version: "v1", Resource: "configmaps"}},
 			claimsAs: claimIdentity{client: client, serviceAccount: "app/" + sa, spec: identitySpec{serviceAccountName: sa}}}
 		return vr
 	}
@@ -123,6 +124,34 @@ func TestClaimantsLeaveOutClaimsOfAnEarlierIdentity(t *testing.T) {
 	}
 }
 
+// A claim keeps the resource its claimant declares the object as, whose
+// rights a handover checks: an Event declared in events.k8s.io is the
+// core Event the releasing resource holds, and a role may grant either
+// group alone.
+func TestAClaimKeepsTheResourceItsClaimantDeclares(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	e := New(Options{Owners: listers.NewVidraResourceLister(indexer)})
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "heir", UID: "uid-heir"}}
+	if err := indexer.Add(vr); err != nil {
+		t.Fatal(err)
+	}
+	client, _ := reviewer(t, nil, nil)
+	events := schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+	declared := &unstructured.Unstructured{}
+	declared.SetAPIVersion("events.k8s.io/v1")
+	declared.SetKind("Event")
+	declared.SetNamespace("app")
+	declared.SetName("e")
+	pass := &Pass{VR: vr, Target: &destination.Target{Client: client}, st: e.stateFor(cache.MetaObjectToName(vr), vr.UID)}
+	pass.claims = map[ObjectKey]schema.GroupVersionResource{keyOf(declared): events}
+	e.setClaims(pass)
+	held := inventoryKey(v1alpha1.ManagedResource{APIVersion: "v1", Kind: "Event", Namespace: "app", Name: "e"})
+	got := e.claimants("", held, "uid-owner")
+	if len(got) != 1 || got[0].gvr != events {
+		t.Fatalf("claimants of the core Event %v, want heir's claim as %v", got, events)
+	}
+}
+
 // Of the resources that declare an object let go, those of the namespace
 // letting it go come first, then those of the object's own namespace, then
 // the others, each by name: resources named to sort first, in a namespace
@@ -139,7 +168,7 @@ func TestClaimantsOfTheReleasersAndTheObjectsNamespaceComeFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		client, _ := reviewer(t, nil, nil)
-		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: vr.UID, claims: map[ObjectKey]bool{key: true},
+		e.states[cache.MetaObjectToName(vr)] = &resourceState{uid: vr.UID, claims: map[ObjectKey]schema.GroupVersionResource{key: {Version: "v1", Resource: "configmaps"}},
 			claimsAs: claimIdentity{client: client, serviceAccount: ns + "/deployer", spec: identitySpec{}}}
 	}
 	var got []string

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -132,7 +133,10 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
 	}
 	if !gone {
-		pass.claims = append(pass.claims, p.key)
+		if pass.claims == nil {
+			pass.claims = map[ObjectKey]schema.GroupVersionResource{}
+		}
+		pass.claims[p.key] = p.gvr
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
 			Err: fmt.Errorf("is managed by VidraResource %s (an object has one owner): remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}
 	}

@@ -171,15 +171,15 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	if live.GetDeletionTimestamp() == nil {
 		claims := e.claimants(dest.Cluster, key, vr.UID, vr.Namespace, m.Namespace)
 		heir, refusals, truncated, err := firstHeir(claims, func(c claim) (string, string, error) {
-			denied, err := mayManage(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name)
-			if err != nil || denied != "" || !escalationChecked(mapping.Resource) {
+			denied, err := mayManage(ctx, c.as.client, c.gvr, m.Namespace, m.Name)
+			if err != nil || denied != "" || !escalationChecked(c.gvr) {
 				return denied, grantVerbs, err
 			}
 			patch, err := handoverPatch(live, c.vr)
 			if err != nil {
 				return "", "", fmt.Errorf("build the hand-over patch: %w", err)
 			}
-			denied, err = mayWrite(ctx, c.as.client, mapping.Resource, m.Namespace, m.Name, patch)
+			denied, err = mayWrite(ctx, c.as.client, c.gvr, m.Namespace, m.Name, patch)
 			return denied, grantEscalation, err
 		})
 		if err != nil {

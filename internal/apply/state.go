@@ -45,7 +45,7 @@ type resourceState struct {
 	// owner lets one go, it hands it over here instead of deleting it.
 	// Unlike the rest, they are read by other keys' workers, under the
 	// engine's mu.
-	claims        map[ObjectKey]bool
+	claims        map[ObjectKey]schema.GroupVersionResource
 	claimsCluster string
 	// watched is the cluster the last reconcile had the objects watched
 	// on, once watchedKnown: only its events speak for them (WakesFrom).
@@ -163,16 +163,9 @@ type WatchedObject struct {
 // replacing those of the previous reconcile: a resource that no longer
 // declares an object, or owns it now, has no claim on it.
 func (e *Engine) setClaims(r *Pass) {
-	var claims map[ObjectKey]bool
-	if len(r.claims) > 0 {
-		claims = make(map[ObjectKey]bool, len(r.claims))
-		for _, k := range r.claims {
-			claims[k] = true
-		}
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r.st.claims = claims
+	r.st.claims = r.claims
 	if r.Target != nil {
 		r.st.claimsCluster = r.Target.Cluster
 		r.st.claimsAs = claimIdentity{client: r.Target.Client, serviceAccount: r.Target.ServiceAccount,
@@ -207,6 +200,10 @@ func (s identitySpec) of(vr *v1alpha1.VidraResource) bool {
 type claim struct {
 	vr *v1alpha1.VidraResource
 	as claimIdentity
+	// gvr is the resource the claimant declares the object as, which its
+	// rights are checked on: an Event is one object in two API groups,
+	// and a role may grant one of them only.
+	gvr schema.GroupVersionResource
 }
 
 // claimants returns the live VidraResources, other than the one of uid,
@@ -221,12 +218,13 @@ func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID, prefer 
 	type candidate struct {
 		uid types.UID
 		as  claimIdentity
+		gvr schema.GroupVersionResource
 	}
 	e.mu.Lock()
 	candidates := map[cache.ObjectName]candidate{}
 	for k, st := range e.states {
-		if st.uid != uid && st.claimsCluster == cluster && st.claims[key] {
-			candidates[k] = candidate{uid: st.uid, as: st.claimsAs}
+		if gvr, ok := st.claims[key]; ok && st.uid != uid && st.claimsCluster == cluster {
+			candidates[k] = candidate{uid: st.uid, as: st.claimsAs, gvr: gvr}
 		}
 	}
 	e.mu.Unlock()
@@ -243,7 +241,7 @@ func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID, prefer 
 		c := candidates[k]
 		vr, err := e.owners.VidraResources(k.Namespace).Get(k.Name)
 		if err == nil && vr.UID == c.uid && vr.DeletionTimestamp == nil && !vr.Spec.Suspend && c.as.client != nil && c.as.spec.of(vr) {
-			out = append(out, claim{vr: vr, as: c.as})
+			out = append(out, claim{vr: vr, as: c.as, gvr: c.gvr})
 		}
 	}
 	return out
