@@ -242,3 +242,15 @@ func TestMessagesCannotDriveTheTerminal(t *testing.T) {
 		t.Errorf("OneLine kept control characters: %q", got)
 	}
 }
+
+// An Event moved from events.k8s.io to v1 keeps its drift history in the
+// tree: the operator keys both as one object.
+func TestFindDriftMatchesAnEventInEitherGroup(t *testing.T) {
+	records := []v1alpha1.DriftRecord{{APIVersion: "events.k8s.io/v1", Kind: "Event", Namespace: "ns", Name: "e"}}
+	if findDrift(records, v1alpha1.ManagedResource{APIVersion: "v1", Kind: "Event", Namespace: "ns", Name: "e"}) == nil {
+		t.Error("the Event's drift was not found across its two groups")
+	}
+	if findDrift(records, v1alpha1.ManagedResource{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}) != nil {
+		t.Error("another kind's drift was taken for the Event's")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -102,13 +103,15 @@ func NewTree(vr *v1alpha1.VidraResource) *Tree {
 // findDrift returns the first record of records for m: the newest, as
 // the history is kept newest first.
 func findDrift(records []v1alpha1.DriftRecord, m v1alpha1.ManagedResource) *v1alpha1.DriftRecord {
-	group := func(apiVersion string) string {
+	// An object is one whatever version of its group names it, and an
+	// Event one in both its groups, as the operator keys them.
+	group := func(apiVersion, kind string) string {
 		gv, _ := schema.ParseGroupVersion(apiVersion)
-		return gv.Group
+		return manifest.StoredGroup(gv.Group, kind)
 	}
 	for i := range records {
 		r := &records[i]
-		if r.Kind == m.Kind && r.Namespace == m.Namespace && r.Name == m.Name && group(r.APIVersion) == group(m.APIVersion) {
+		if r.Kind == m.Kind && r.Namespace == m.Namespace && r.Name == m.Name && group(r.APIVersion, r.Kind) == group(m.APIVersion, m.Kind) {
 			return r
 		}
 	}
