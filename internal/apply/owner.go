@@ -157,7 +157,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		// Marked anew since the cache's copy (another resource adopted it
 		// first, or it was handed over): the next pass reads the new owner.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
-			Err: fmt.Errorf("changed owner while Vidra read it (retrying)")}
+			Err: errors.New("changed owner while Vidra read it (retrying)")}
 	}
 	if full == nil || !AppliedByVidra(full.GetManagedFields()) {
 		what := "carries Vidra's marks but was never applied by Vidra"
