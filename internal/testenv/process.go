@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -113,15 +114,42 @@ func (p *process) kill() {
 	<-p.exited
 }
 
-// freePort asks the kernel for a free loopback port. Another process can take
-// it before the child binds it; listensOn catches that case.
+// freePort finds a free loopback port for a child to listen on. Another
+// process can take it before the child binds it; listensOn catches that
+// case. The port comes from below the kernel's ephemeral range, which every
+// outgoing connection (the control plane's, the tests' clients') takes its
+// local port from: a port of that range, free when asked, was taken by a
+// connection before the child bound it often enough to fail a run.
 func freePort() (int, error) {
+	if low, ok := ephemeralLow(); ok && low > 10000 {
+		for range 64 {
+			port := low - 1 - rand.IntN(low-10000)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+				l.Close()
+				return port, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return 0, false
+	}
+	low, err := strconv.Atoi(fields[0])
+	return low, err == nil
 }
 
 // listensOn reports whether process pid holds a listening TCP socket on port.
