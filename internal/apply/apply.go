@@ -48,8 +48,13 @@ type planned struct {
 	drift *v1alpha1.DriftRecord
 	marks bool
 	// adoptedFrom names the gone VidraResource whose object this one
-	// adopts (spec.adoptOrphans), for the Event of a successful apply.
-	adoptedFrom string
+	// adopts (spec.adoptOrphans), for the Event of a successful apply, and
+	// adoptVersion is the resourceVersion whose marks were read to decide
+	// it: the apply is made at that version only, so that of two resources
+	// adopting one object the second fails rather than write over the
+	// first's marks.
+	adoptedFrom  string
+	adoptVersion string
 	// unchanged: the object's part of the manifest is what Vidra last
 	// applied; a write now corrects drift.
 	unchanged bool

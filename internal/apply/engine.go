@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -32,6 +33,12 @@ type Options struct {
 	// cache first, the API server when the cache does not hold it.
 	Owners listers.VidraResourceLister
 	Vidra  versioned.Interface
+	// Resources reports whether a VidraResource of a UID exists in the
+	// cluster Vidra runs in (exists), and whether the answer is complete
+	// (known: the caller sees every VidraResource). An object whose marks
+	// name a resource is adopted only when it is known to be gone; nil
+	// knows nothing, so nothing is adopted.
+	Resources func(types.UID) (exists, known bool)
 	// Recorder records the Events of hand-overs; nil discards them.
 	Recorder record.EventRecorder
 	// Enqueue wakes a VidraResource an object was handed over to.
@@ -46,14 +53,15 @@ type Options struct {
 // watch registry's caches, takes back hand edits, prunes what left a
 // manifest, and remembers between passes what it applied.
 type Engine struct {
-	registry *watchregistry.Registry[cache.ObjectName]
-	owners   listers.VidraResourceLister
-	vidra    versioned.Interface
-	recorder record.EventRecorder
-	enqueue  func(cache.ObjectName)
-	metrics  *metrics
-	clock    clock.Clock
-	parsed   *parseCache
+	registry  *watchregistry.Registry[cache.ObjectName]
+	owners    listers.VidraResourceLister
+	resources func(types.UID) (exists, known bool)
+	vidra     versioned.Interface
+	recorder  record.EventRecorder
+	enqueue   func(cache.ObjectName)
+	metrics   *metrics
+	clock     clock.Clock
+	parsed    *parseCache
 
 	mu       sync.Mutex
 	states   map[cache.ObjectName]*resourceState
@@ -73,17 +81,18 @@ func New(opts Options) *Engine {
 		opts.Enqueue = func(cache.ObjectName) {}
 	}
 	return &Engine{
-		registry: opts.Registry,
-		owners:   opts.Owners,
-		vidra:    opts.Vidra,
-		recorder: opts.Recorder,
-		enqueue:  opts.Enqueue,
-		metrics:  newMetrics(opts.Registerer),
-		clock:    opts.Clock,
-		parsed:   newParseCache(),
-		states:   map[cache.ObjectName]*resourceState{},
-		managers: labelSet{max: maxManagerLabels},
-		kinds:    labelSet{max: maxKindLabels},
+		registry:  opts.Registry,
+		owners:    opts.Owners,
+		resources: opts.Resources,
+		vidra:     opts.Vidra,
+		recorder:  opts.Recorder,
+		enqueue:   opts.Enqueue,
+		metrics:   newMetrics(opts.Registerer),
+		clock:     opts.Clock,
+		parsed:    newParseCache(),
+		states:    map[cache.ObjectName]*resourceState{},
+		managers:  labelSet{max: maxManagerLabels},
+		kinds:     labelSet{max: maxKindLabels},
 	}
 }
 

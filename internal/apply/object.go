@@ -338,6 +338,11 @@ func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *un
 	default:
 		md["uid"] = string(live.GetUID())
 	}
+	if p.adoptVersion != "" && !fromLive {
+		// fromLive's version is live's: older than the adoption's read, the
+		// apply fails and the retry reads both again.
+		md["resourceVersion"] = p.adoptVersion
+	}
 	obj["metadata"] = md
 	body, err := json.Marshal(obj)
 	if err != nil {

@@ -109,7 +109,7 @@ func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstruct
 // checkOwner refuses to take over an object that another VidraResource
 // owns, or that exists without Vidra's marks. An object whose marks name an
 // owner that is authoritatively gone is adopted when the resource opts in
-// (spec.adoptOrphans), and only then: see ownerGone.
+// (spec.adoptOrphans), and only then: see ownerState.
 func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.Unstructured, p *planned) *ObjectError {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if uid == string(pass.VR.UID) {
@@ -125,14 +125,14 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if uid == "" {
 		return unmanagedError(pass, p, "exists and is not managed by Vidra")
 	}
-	gone, err := e.ownerGone(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid))
+	state, err := e.ownerState(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid))
 	// A remote destination's server writes whatever labels it likes.
 	owner, uidShown := ownerName(live), wording.Cut(readable(uid), 63, "…")
 	if err != nil {
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
 			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
 	}
-	if !gone {
+	if state == ownerLive {
 		if pass.claims == nil {
 			pass.claims = map[ObjectKey]schema.GroupVersionResource{}
 		}
@@ -147,13 +147,19 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
 			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster (if it does not, delete the object and this resource creates it)", owner, uidShown)}
 	}
+	if state == ownerUnknown {
+		// This replica sees only some VidraResources (--watch-namespace,
+		// --shard-selector): one it does not see may own the object under
+		// a name the annotation no longer tells.
+		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which this operator cannot find among the VidraResources it sees (it watches one namespace or a shard only), so it does not take the object over", owner, uidShown))
+	}
 	// The marks cannot be trusted on their own: anyone who may label an
 	// object can write them. Only an object Vidra has applied is adopted.
 	full, _, err := e.getLive(ctx, pass, p)
 	if err != nil {
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
-	if full != nil && full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid {
+	if full != nil && (full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid || full.GetAnnotations()[v1alpha1.OwnedByAnnotation] != live.GetAnnotations()[v1alpha1.OwnedByAnnotation]) {
 		// Marked anew since the cache's copy (another resource adopted it
 		// first, or it was handed over): the next pass reads the new owner.
 		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
@@ -183,29 +189,54 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	// Event, once the apply has written it, tells the resource's readers
 	// what it took.
 	p.adoptedFrom = fmt.Sprintf("VidraResource %s (UID %s)", owner, uidShown)
+	p.adoptVersion = full.GetResourceVersion()
 	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uidShown)
 	return nil
 }
 
-// ownerGone reports whether the VidraResource that owner (namespace/name)
-// and uid name is authoritatively gone from the cluster Vidra runs in. The
-// informer cache answers when it holds the resource; when it does not (it
-// may watch one namespace only, or lag behind a creation), the API server
-// does.
-func (e *Engine) ownerGone(ctx context.Context, owner string, uid types.UID) (bool, error) {
-	key, ok := ownerKey(owner)
-	if !ok {
-		return true, nil
+// ownerState is what the cluster Vidra runs in says of the VidraResource
+// whose marks an object carries.
+type ownerState int
+
+const (
+	// ownerLive: a VidraResource of that UID exists.
+	ownerLive ownerState = iota
+	// ownerGone: none does, authoritatively.
+	ownerGone
+	// ownerUnknown: none that this operator sees, and it does not see
+	// them all.
+	ownerUnknown
+)
+
+// ownerState looks up the VidraResource of uid, which the owned-by
+// annotation names owner (namespace/name). The UID decides, not the name:
+// the annotation is anyone's to rewrite who may patch the object, and one
+// naming a resource that does not exist would otherwise make a live
+// owner's object look left behind, free for another resource to adopt.
+// The name still helps where the informer cache lags behind a creation,
+// which the API server, asked by name, does not.
+func (e *Engine) ownerState(ctx context.Context, owner string, uid types.UID) (ownerState, error) {
+	exists, known := false, false
+	if e.resources != nil {
+		exists, known = e.resources(uid)
 	}
-	if vr, err := e.owners.VidraResources(key.Namespace).Get(key.Name); err == nil && vr.UID == uid {
-		return false, nil
+	if exists {
+		return ownerLive, nil
 	}
-	vr, err := e.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("get VidraResource %s: %w", key, err)
+	if key, ok := ownerKey(owner); ok {
+		if vr, err := e.owners.VidraResources(key.Namespace).Get(key.Name); err == nil && vr.UID == uid {
+			return ownerLive, nil
+		}
+		vr, err := e.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		switch {
+		case err == nil && vr.UID == uid:
+			return ownerLive, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return ownerUnknown, fmt.Errorf("get VidraResource %s: %w", key, err)
+		}
 	}
-	return vr.UID != uid, nil
+	if !known {
+		return ownerUnknown, nil
+	}
+	return ownerGone, nil
 }

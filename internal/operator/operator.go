@@ -251,6 +251,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			Linger:                          opts.Linger,
 			ReconcileTimeout:                opts.ReconcileTimeout,
 			OnReconcile:                     opts.OnReconcile,
+			PartialView:                     opts.WatchNamespace != "" || opts.ShardSelector != "",
 			Shard:                           shardOpt,
 		})
 	if err != nil {

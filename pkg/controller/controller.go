@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -102,6 +103,11 @@ type Options struct {
 	// reach of other namespaces. Zero means DefaultReconcileTimeout; a
 	// negative value, no limit.
 	ReconcileTimeout time.Duration
+	// PartialView tells that the VidraResource informer holds only some
+	// resources (one namespace, a shard selector): an owner it does not
+	// hold may then exist, and objects left by an owner that seems gone are
+	// not adopted.
+	PartialView bool
 	// Shard, when set, is this replica's share of the VidraResources of a
 	// sharded operator: it reconciles only the keys Shard lets it enter,
 	// and ShardChanged must be called when the share changes.
@@ -170,6 +176,10 @@ type Controller struct {
 	// from the shard member's goroutine.
 	share     []int
 	selectors []string
+
+	// uids are the UIDs of the resources the informer holds, which tell
+	// whether an object's owner still exists.
+	uids *resourceUIDs
 }
 
 // DefaultReconcileTimeout is the default of Options.ReconcileTimeout. A
@@ -225,6 +235,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		lastTrigger: map[cache.ObjectName]Trigger{},
 		putOffKeys:  map[cache.ObjectName]struct{}{},
 		missed:      map[cache.ObjectName]Trigger{},
+		uids:        newResourceUIDs(),
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -272,6 +283,11 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	c.engine = apply.New(apply.Options{
 		Registry: reg, Owners: c.lister, Vidra: clients.Vidra, Recorder: opts.Recorder, Enqueue: enqueue,
 		Registerer: opts.Registerer, Clock: opts.Clock,
+		Resources: func(uid types.UID) (exists, known bool) {
+			// Reconciles start once the informer has listed: the set
+			// holds every resource the informer may.
+			return c.uids.has(uid), !opts.PartialView
+		},
 	})
 
 	if err := vrInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexDependencies}); err != nil {
@@ -282,6 +298,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	}
 	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
+			c.uids.add(obj)
 			t := TriggerEvent
 			if isInInitialList {
 				t = TriggerStartup
@@ -292,6 +309,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
+			c.uids.update(oldObj, newObj)
 			old, cur := oldObj.(*v1alpha1.VidraResource), newObj.(*v1alpha1.VidraResource)
 			if t, ok := updateTrigger(old, cur); ok {
 				c.enqueueObject(newObj, t)
@@ -304,6 +322,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			}
 		},
 		DeleteFunc: func(obj any) {
+			c.uids.remove(obj)
 			c.enqueueObject(obj, TriggerEvent)
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj

@@ -124,6 +124,9 @@ type fixture struct {
 	beforeSync func()
 	// reconcileTimeout is the controller's --reconcile-timeout; zero, none.
 	reconcileTimeout time.Duration
+	// partialView is the controller's Options.PartialView: its informer
+	// holds some resources only.
+	partialView bool
 	// clock is the controller's, and the watch registry's.
 	clock *clocktesting.FakeClock
 	// startRegistry starts the watch registry before the sync, as the
@@ -212,6 +215,7 @@ func (f *fixture) newController() *Controller {
 		Recorder:         f.recorder,
 		Clock:            f.clock,
 		ReconcileTimeout: f.reconcileTimeout,
+		PartialView:      f.partialView,
 	})
 	if err != nil {
 		cancel()
@@ -221,6 +225,8 @@ func (f *fixture) newController() *Controller {
 		if err := vrInformer.Informer().GetIndexer().Add(vr); err != nil {
 			f.t.Fatal(err)
 		}
+		// What the informer's handler does on the add.
+		c.uids.add(vr)
 	}
 	c.status = &restfake.RESTClient{
 		NegotiatedSerializer: vidrascheme.Codecs.WithoutConversion(),
