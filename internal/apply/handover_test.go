@@ -268,3 +268,72 @@ func TestFirstHeirReviewsEachIdentityOnceWithinTheCaps(t *testing.T) {
 		})
 	}
 }
+
+// A claim speaks for the spec it was recorded under: a resource whose
+// manifest changed since may no longer declare the object, and one whose
+// reconciles stop early (a dependency that never becomes Ready) would never
+// record its claims again. It gets the object only once a reconcile of its
+// new spec claims it.
+func TestAClaimOfAnEarlierGenerationIsLeftOut(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	e := New(Options{Owners: listers.NewVidraResourceLister(indexer)})
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "heir", UID: "uid-heir", Generation: 1}}
+	if err := indexer.Add(vr); err != nil {
+		t.Fatal(err)
+	}
+	client, _ := reviewer(t, nil, nil)
+	key := ObjectKey{kind: "ConfigMap", namespace: "app", name: "shared"}
+	claim := func(vr *v1alpha1.VidraResource) {
+		pass := &Pass{VR: vr, Target: &destination.Target{Client: client}, st: e.stateFor(cache.MetaObjectToName(vr), vr.UID)}
+		pass.claims = map[ObjectKey]schema.GroupVersionResource{key: {Version: "v1", Resource: "configmaps"}}
+		e.setClaims(pass)
+	}
+	claim(vr)
+	if got := e.claimants("", key, "uid-owner"); len(got) != 1 {
+		t.Fatalf("claimants %v, want the heir's claim", got)
+	}
+	changed := vr.DeepCopy()
+	changed.Generation = 2
+	changed.Spec.Manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"
+	changed.Spec.DependsOn = []v1alpha1.DependencyReference{{Name: "never-ready"}}
+	if err := indexer.Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.claimants("", key, "uid-owner"); len(got) != 0 {
+		t.Errorf("a claim recorded at generation 1 honoured at generation 2: %d claimants", len(got))
+	}
+	claim(changed)
+	if got := e.claimants("", key, "uid-owner"); len(got) != 1 {
+		t.Errorf("claimants %v, want the claim recorded again at generation 2", got)
+	}
+}
+
+// One identity may hold an object in one API group and not the other (an
+// Event is one object in two): its claimants declaring the object in
+// different groups are reviewed each, not given the first one's answer.
+func TestFirstHeirReviewsAnIdentityOncePerResource(t *testing.T) {
+	core := schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	events := schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+	claims := []claim{
+		{vr: &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "as-core"}}, as: claimIdentity{serviceAccount: "ns/deployer"}, gvr: core},
+		{vr: &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "as-events"}}, as: claimIdentity{serviceAccount: "ns/deployer"}, gvr: events},
+		{vr: &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "as-core-too"}}, as: claimIdentity{serviceAccount: "ns/deployer"}, gvr: core},
+	}
+	var asked []schema.GroupVersionResource
+	heir, refused, _, err := firstHeir(claims, func(c claim) (string, string, error) {
+		asked = append(asked, c.gvr)
+		if c.gvr == core {
+			return "may not patch it", grantVerbs, nil
+		}
+		return "", "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heir == nil || heir.vr.Name != "as-events" {
+		t.Fatalf("heir %v, want as-events, whose group the identity may manage; asked %v", heir, asked)
+	}
+	if len(refused) != 1 || len(asked) != 2 {
+		t.Errorf("refused %d, asked %v: want one refusal and one review per group", len(refused), asked)
+	}
+}

@@ -217,14 +217,20 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 // firstHeir reviews claims in order with review, which says what the
 // claimant's identity may not do ("" when it may take the object over) and
 // what would let it, and returns the first that may, with the refusals of
-// those before it. An identity is reviewed once: its other claimants share
-// its answer. Reviews stop at maxIdentitiesReviewed identities and
+// those before it. An identity is reviewed once per resource it declares
+// the object as (an Event is one object in two API groups, and a role may
+// grant one of them only): its other claimants share that answer. Reviews stop at maxIdentitiesReviewed identities and
 // maxClaimantsConsidered claimants, and truncated tells that some were not
 // looked at. On an error, heir is the claimant whose review failed.
 func firstHeir(claims []claim, review func(claim) (denied, grant string, err error)) (heir *claim, refused []handoverRefusal, truncated bool, err error) {
-	reviewed := map[string]handoverRefusal{}
+	type reviewKey struct {
+		identity string
+		gvr      schema.GroupVersionResource
+	}
+	reviewed := map[reviewKey]handoverRefusal{}
 	for i, c := range claims {
-		r, seen := reviewed[c.as.serviceAccount]
+		rk := reviewKey{c.as.serviceAccount, c.gvr}
+		r, seen := reviewed[rk]
 		if i == maxClaimantsConsidered || !seen && len(reviewed) == maxIdentitiesReviewed {
 			return nil, refused, true, nil
 		}
@@ -237,7 +243,7 @@ func firstHeir(claims []claim, review func(claim) (denied, grant string, err err
 				return &claims[i], refused, false, nil
 			}
 			r = handoverRefusal{denied: denied, grant: grant}
-			reviewed[c.as.serviceAccount] = r
+			reviewed[rk] = r
 		}
 		r.to = c
 		refused = append(refused, r)

@@ -47,6 +47,11 @@ type resourceState struct {
 	// engine's mu.
 	claims        map[ObjectKey]schema.GroupVersionResource
 	claimsCluster string
+	// claimsGeneration is the resource's generation when its claims were
+	// recorded: once its spec changed, its manifest may no longer declare
+	// them, and a reconcile that stops early (a dependency not Ready)
+	// would not record them again.
+	claimsGeneration int64
 	// watched is the cluster the last reconcile had the objects watched
 	// on, once watchedKnown: only its events speak for them (WakesFrom).
 	// Read by the informers' goroutines, under the engine's mu.
@@ -166,6 +171,7 @@ func (e *Engine) setClaims(r *Pass) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r.st.claims = r.claims
+	r.st.claimsGeneration = r.VR.Generation
 	if r.Target != nil {
 		r.st.claimsCluster = r.Target.Cluster
 		r.st.claimsAs = claimIdentity{client: r.Target.Client, serviceAccount: r.Target.ServiceAccount,
@@ -210,21 +216,22 @@ type claim struct {
 // that declare the object of key on cluster and found it owned by another,
 // in a stable order so that of several the same one wins on every try: the
 // resources of the namespaces of prefer first, in that order, then the
-// others, each by name. A claim recorded before its resource's
-// ServiceAccount or destination changed is left out: the identity it was
-// made with is no longer the resource's, and its next reconcile records it
-// again.
+// others, each by name. A claim recorded before its resource's spec
+// changed is left out: the manifest may no longer declare the object, or
+// the identity it was made with may no longer be the resource's; its next
+// reconcile that gets as far as applying records it again.
 func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID, prefer ...string) []claim {
 	type candidate struct {
-		uid types.UID
-		as  claimIdentity
-		gvr schema.GroupVersionResource
+		uid        types.UID
+		generation int64
+		as         claimIdentity
+		gvr        schema.GroupVersionResource
 	}
 	e.mu.Lock()
 	candidates := map[cache.ObjectName]candidate{}
 	for k, st := range e.states {
 		if gvr, ok := st.claims[key]; ok && st.uid != uid && st.claimsCluster == cluster {
-			candidates[k] = candidate{uid: st.uid, as: st.claimsAs, gvr: gvr}
+			candidates[k] = candidate{uid: st.uid, generation: st.claimsGeneration, as: st.claimsAs, gvr: gvr}
 		}
 	}
 	e.mu.Unlock()
@@ -240,7 +247,7 @@ func (e *Engine) claimants(cluster string, key ObjectKey, uid types.UID, prefer 
 	}) {
 		c := candidates[k]
 		vr, err := e.owners.VidraResources(k.Namespace).Get(k.Name)
-		if err == nil && vr.UID == c.uid && vr.DeletionTimestamp == nil && !vr.Spec.Suspend && c.as.client != nil && c.as.spec.of(vr) {
+		if err == nil && vr.UID == c.uid && vr.Generation == c.generation && vr.DeletionTimestamp == nil && !vr.Spec.Suspend && c.as.client != nil && c.as.spec.of(vr) {
 			out = append(out, claim{vr: vr, as: c.as, gvr: c.gvr})
 		}
 	}
