@@ -23,6 +23,7 @@ within() {
   done
 }
 
+command -v curl >/dev/null 2>&1 || { echo "curl is not on PATH (the tour reads /metrics with it): install it with your package manager" >&2; exit 1; }
 [[ -f $KUBECONFIG ]] || { echo "no kubeconfig at $KUBECONFIG: start 'make run' first" >&2; exit 1; }
 # A kubeconfig left by a make run that did not stop cleanly (killed) names
 # a server that is gone.

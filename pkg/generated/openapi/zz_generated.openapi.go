@@ -631,7 +631,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 					},
 					"serviceAccountName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ServiceAccountName makes every read and write on the destination impersonate this ServiceAccount of the VidraResource's namespace. Unset means the operator's --default-service-account, or the operator's own identity when that is unset too. It is a ServiceAccount name (a DNS-1123 subdomain), never a user or group name.",
+							Description: "ServiceAccountName makes every read and write on the destination impersonate this ServiceAccount of the VidraResource's namespace. Unset means the operator's --default-service-account; when that is unset too, the operator's own identity in its trusted namespaces (--trusted-namespaces, by default its own), and anywhere else nothing is applied (ServiceAccountRequired). It is a ServiceAccount name (a DNS-1123 subdomain), never a user or group name.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -767,7 +767,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions are kstatus-compatible: Ready, Reconciling, Stalled and Conflict.",
+							Description: "Conditions are kstatus-compatible: Ready, Reconciling, Stalled, Conflict, Healthy (the managed objects' health) and Drifted (drift left in place under driftPolicy Report).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

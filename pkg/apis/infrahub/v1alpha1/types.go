@@ -71,8 +71,10 @@ type VidraResourceSpec struct {
 
 	// ServiceAccountName makes every read and write on the destination
 	// impersonate this ServiceAccount of the VidraResource's namespace. Unset
-	// means the operator's --default-service-account, or the operator's own
-	// identity when that is unset too.
+	// means the operator's --default-service-account; when that is unset too,
+	// the operator's own identity in its trusted namespaces
+	// (--trusted-namespaces, by default its own), and anywhere else nothing
+	// is applied (ServiceAccountRequired).
 	// It is a ServiceAccount name (a DNS-1123 subdomain), never a user or
 	// group name.
 	// +kubebuilder:validation:MaxLength=253
@@ -304,8 +306,9 @@ type VidraResourceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are kstatus-compatible: Ready, Reconciling, Stalled and
-	// Conflict.
+	// Conditions are kstatus-compatible: Ready, Reconciling, Stalled,
+	// Conflict, Healthy (the managed objects' health) and Drifted (drift
+	// left in place under driftPolicy Report).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -41,8 +41,10 @@ type VidraResourceSpecApplyConfiguration struct {
 	Interval *v1.Duration `json:"interval,omitempty"`
 	// ServiceAccountName makes every read and write on the destination
 	// impersonate this ServiceAccount of the VidraResource's namespace. Unset
-	// means the operator's --default-service-account, or the operator's own
-	// identity when that is unset too.
+	// means the operator's --default-service-account; when that is unset too,
+	// the operator's own identity in its trusted namespaces
+	// (--trusted-namespaces, by default its own), and anywhere else nothing
+	// is applied (ServiceAccountRequired).
 	// It is a ServiceAccount name (a DNS-1123 subdomain), never a user or
 	// group name.
 	ServiceAccountName *string `json:"serviceAccountName,omitempty"`

@@ -31,8 +31,9 @@ import (
 type VidraResourceStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation the status describes.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// Conditions are kstatus-compatible: Ready, Reconciling, Stalled and
-	// Conflict.
+	// Conditions are kstatus-compatible: Ready, Reconciling, Stalled,
+	// Conflict, Healthy (the managed objects' health) and Drifted (drift
+	// left in place under driftPolicy Report).
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// DeployState summarises the conditions in one word.
 	DeployState *infrahubv1alpha1.DeployState `json:"deployState,omitempty"`
