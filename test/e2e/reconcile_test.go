@@ -239,6 +239,13 @@ note: released
 	if len(vr.Status.ManagedResources) != 1 || vr.Status.ManagedResources[0].APIVersion != "events.k8s.io/v1" {
 		t.Errorf("inventory %v, want the Event once, as events.k8s.io/v1", vr.Status.ManagedResources)
 	}
+	// Events are recorded after the status, in the order a resource's
+	// reconciles made them: the Event of a later reconcile is the barrier
+	// after which a Pruned Event of the move would have been recorded.
+	updateVR(t, ns, "events", func(vr *v1alpha1.VidraResource) {
+		vr.Spec.Manifest = events + "---\n" + configMap("barrier", map[string]string{"a": "1"})
+	})
+	waitEvent(t, ns, "events", "Applied", "(1 created, 0 configured); 2 managed")
 	assertNoEvent(t, ns, "events", "Pruned")
 }
 
