@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/nsbucket"
 )
@@ -100,19 +101,21 @@ func (q *fairQueue) finished(key cache.ObjectName) {
 // namespaceBucketLimiter is a token bucket per namespace: it caps how often
 // the keys of one namespace may be retried together (a CRD deleted under
 // hundreds of a tenant's resources) without taking the retries of other
-// namespaces into the same line, as one shared bucket would.
+// namespaces into the same line, as one shared bucket would. Its buckets
+// refill by the clock of the queue whose delays it computes.
 type namespaceBucketLimiter struct {
 	buckets *nsbucket.Buckets
+	clock   clock.PassiveClock
 }
 
 var _ workqueue.TypedRateLimiter[cache.ObjectName] = namespaceBucketLimiter{}
 
-func newNamespaceBucketLimiter(qps float64, burst int) namespaceBucketLimiter {
-	return namespaceBucketLimiter{buckets: nsbucket.New(qps, burst)}
+func newNamespaceBucketLimiter(clk clock.PassiveClock, qps float64, burst int) namespaceBucketLimiter {
+	return namespaceBucketLimiter{buckets: nsbucket.New(qps, burst), clock: clk}
 }
 
 func (l namespaceBucketLimiter) When(key cache.ObjectName) time.Duration {
-	return l.buckets.Reserve(key.Namespace, time.Now())
+	return l.buckets.Reserve(key.Namespace, l.clock.Now())
 }
 
 func (l namespaceBucketLimiter) Forget(cache.ObjectName) {}
@@ -129,12 +132,13 @@ func (l namespaceBucketLimiter) NumRequeues(cache.ObjectName) int { return 0 }
 // making other namespaces' retries wait behind it.
 //
 // The limiter is returned too: handleErr asks it for a retry's delay itself,
-// to record when the retry is due beside the key.
+// to record when the retry is due beside the key. Both tell time by
+// opts.Clock, which must be set (NewController sets it).
 func newQueue(storage *fairQueue, opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], workqueue.TypedRateLimiter[cache.ObjectName]) {
 	name := "vidraresources"
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
-		newNamespaceBucketLimiter(20, 200),
+		newNamespaceBucketLimiter(opts.Clock, 20, 200),
 	)
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		limiter,

@@ -3,8 +3,10 @@ package controller
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func keyIn(ns string, i int) cache.ObjectName {
@@ -16,7 +18,7 @@ func keyIn(ns string, i int) cache.ObjectName {
 // the real work queue, the other namespace's key is handed out second.
 func TestBacklogOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 	fair := newFairQueue()
-	q, _ := newQueue(fair, Options{})
+	q, _ := newQueue(fair, Options{Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0))})
 	defer q.ShutDown()
 	for i := range 50 {
 		q.Add(keyIn("noisy", i))
@@ -90,18 +92,27 @@ func TestFairQueueRotatesNamespacesAndForgetsEmptyOnes(t *testing.T) {
 }
 
 // TestRetryBudgetIsPerNamespace: one namespace spending its retry burst
-// does not make another's first retry wait.
+// does not make another's first retry wait. The buckets refill by the
+// queue's clock, which stands still here: a retry owed a token waits for
+// exactly the refill of one.
 func TestRetryBudgetIsPerNamespace(t *testing.T) {
-	l := newNamespaceBucketLimiter(1, 5)
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	l := newNamespaceBucketLimiter(clk, 1, 5)
 	for i := range 5 {
 		if d := l.When(keyIn("noisy", i)); d != 0 {
 			t.Fatalf("retry %d within the burst waits %v", i, d)
 		}
 	}
-	if d := l.When(keyIn("noisy", 5)); d <= 0 {
-		t.Errorf("retry past the burst waits %v, want a delay", d)
+	if d := l.When(keyIn("noisy", 5)); d != time.Second {
+		t.Errorf("retry past the burst waits %v, want 1s: the next token", d)
 	}
 	if d := l.When(keyIn("quiet", 0)); d != 0 {
 		t.Errorf("another namespace's first retry waits %v, want none", d)
+	}
+	// A second on, the token owed has come and gone to the retry that
+	// waited for it: the next waits a second again, no less, no more.
+	clk.Step(time.Second)
+	if d := l.When(keyIn("noisy", 6)); d != time.Second {
+		t.Errorf("retry a second later waits %v, want 1s", d)
 	}
 }
