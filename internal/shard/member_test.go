@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -207,36 +209,102 @@ func TestMembersNeverReconcileOneKeyTogether(t *testing.T) {
 	}
 }
 
-// refusingLeases returns a fake client whose Lease requests fail once
-// refuse is set. The reactor is in place before any member runs: the fake's
-// reactor chain may not change while requests go through it.
-func refusingLeases() (*fake.Clientset, *atomic.Bool) {
+// leaseOutage makes the fake API server refuse every Lease request once
+// refuse is set, and counts the requests it refused.
+type leaseOutage struct {
+	refuse  atomic.Bool
+	refused atomic.Int64
+}
+
+// refusingLeases returns a fake client whose Lease requests fail once the
+// outage's refuse is set. The reactor is in place before any member runs:
+// the fake's reactor chain may not change while requests go through it.
+func refusingLeases() (*fake.Clientset, *leaseOutage) {
 	client := fake.NewClientset()
-	var refuse atomic.Bool
+	out := &leaseOutage{}
 	client.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if refuse.Load() {
+		if out.refuse.Load() {
+			out.refused.Add(1)
 			return true, nil, errors.New("connection refused")
 		}
 		return false, nil, nil
 	})
-	return client, &refuse
+	return client, out
 }
 
+// step moves clk a renew period on and waits for the n-th refused request:
+// the member's attempt to renew on that tick. A member sends nothing else
+// while its Lease is refused, so the attempt proves that the tick reached
+// it and that it is done with the ticks before. The next tick is sent only
+// then: the fake's ticker drops a tick its reader has not taken yet.
+func (o *leaseOutage) step(t *testing.T, clk *stepClock, n int64) {
+	t.Helper()
+	clk.Step(testRenew)
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return o.refused.Load() >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("tick %d: the member never tried to renew (%d requests refused)", n, o.refused.Load())
+	}
+}
+
+// stepClock is a fake clock whose timers drop, when reset, a time they
+// fired that nobody read, as Go's timers do since Go 1.23. A member resets
+// its expiry timer without draining it. The fake's timer keeps the stale
+// time instead, and when it fires again Step blocks on the full channel
+// while holding the clock's lock, which the member needs to read the time:
+// a deadlock.
+type stepClock struct{ *clocktesting.FakeClock }
+
+func newStepClock() *stepClock {
+	return &stepClock{clocktesting.NewFakeClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))}
+}
+
+func (c *stepClock) NewTimer(d time.Duration) clock.Timer {
+	return drainingTimer{c.FakeClock.NewTimer(d)}
+}
+
+type drainingTimer struct{ clock.Timer }
+
+func (t drainingTimer) Reset(d time.Duration) bool {
+	active := t.Stop()
+	select {
+	case <-t.C():
+	default:
+	}
+	t.Timer.Reset(d)
+	return active
+}
+
+// A member that cannot renew its Lease stops reconciling once it could not
+// for its renew deadline (the Lease duration less two renew periods), and
+// not before: before its Lease expires, when the others may count it gone.
+// The clock moves a renew period at a time, and never reaches the expiry.
 func TestAMemberThatCannotRenewStopsReconciling(t *testing.T) {
-	client, refuse := refusingLeases()
-	a := start(t, client, "a")
+	client, outage := refusingLeases()
+	clk := newStepClock()
+	a := startWith(t, Options{Client: client, Identity: "a", Clock: clk})
 	waitSettled(t, a)
 	key := cache.ObjectName{Namespace: "ns", Name: "app"}
 	if !a.Owns(key) {
 		t.Fatal("a lone member does not own every key")
 	}
 	// The API server stops answering its writes.
-	refuse.Store(true)
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 2*testLease, true, func(context.Context) (bool, error) {
+	outage.refuse.Store(true)
+	deadline := testLease - 2*testRenew
+	for n := int64(1); time.Duration(n)*testRenew < testLease; n++ {
+		outage.step(t, clk, n)
+		// The renewal under way now cannot pass the deadline, and every
+		// earlier one has ended.
+		if time.Duration(n)*testRenew <= deadline && !a.Owns(key) {
+			t.Fatalf("a stopped reconciling at most %s after its last renewal, within its renew deadline of %s", time.Duration(n)*testRenew, deadline)
+		}
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 		return !a.Owns(key), nil
 	})
 	if err != nil {
-		t.Fatal("a member that could not renew its Lease kept reconciling past its lease duration")
+		t.Fatalf("a member that could not renew its Lease for %s, past its renew deadline of %s, kept reconciling", testLease-testRenew, deadline)
 	}
 }
 
@@ -369,7 +437,9 @@ func TestLateMembers(t *testing.T) {
 // it gone and enters its key before it has ended.
 func TestAReconcileLongerThanTheLeaseIsNotOverlappedByAHandoff(t *testing.T) {
 	client := fake.NewClientset()
-	a, b := start(t, client, "a"), start(t, client, "b")
+	clk := newStepClock()
+	member := func(id string) *running { return startWith(t, Options{Client: client, Identity: id, Clock: clk}) }
+	a, b := member("a"), member("b")
 	waitSettled(t, a, b)
 	var key cache.ObjectName
 	for _, k := range testKeys(64) {
@@ -382,48 +452,100 @@ func TestAReconcileLongerThanTheLeaseIsNotOverlappedByAHandoff(t *testing.T) {
 	if !ok {
 		t.Fatalf("a does not enter %v, a key it owns", key)
 	}
-	c := start(t, client, "c") // a change of view, while a's reconcile runs
+	// a's member waits for this reconcile to leave: it must end before
+	// the members stop, whatever fails.
+	var left sync.Once
+	t.Cleanup(func() { left.Do(leave) })
+	c := member("c") // a change of view, while a's reconcile runs
+	waitInView(t, c, "c")
 	// The reconcile outlasts the Lease three times over: the others would
-	// have counted a gone after one.
-	until := time.Now().Add(3 * testLease)
-	for time.Now().Before(until) {
+	// have counted a gone after one. Each check comes once b and c have
+	// seen a renew at the time the clock reads: then nothing they did
+	// meanwhile could have counted it gone.
+	for range 3 * testLease / testRenew {
+		clk.Step(testRenew)
+		for _, m := range []*running{b, c} {
+			waitRenewalSeen(t, m, "a", clk.Now())
+		}
 		for _, m := range []*running{b, c} {
 			if _, l, ok := m.Enter(context.Background(), key); ok {
 				l()
-				leave()
 				t.Fatalf("%s entered %v while a was still reconciling it", m.Identity(), key)
 			}
 		}
 		if view, _ := b.View(); !slices.Contains(view, "a") {
-			leave()
 			t.Fatalf("b's view %v lost a while a waited for its reconcile", view)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	leave()
+	left.Do(leave)
 	waitSettled(t, a, b, c)
 	assertPartition(t, testKeys(64), a, b, c)
+}
+
+// waitInView waits until m's view holds id. m's first view comes from its
+// cache of the Leases: m.lister, which Run sets, may be read from then on.
+func waitInView(t *testing.T, m *running, id string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		view, _ := m.View()
+		return slices.Contains(view, id), nil
+	})
+	if err != nil {
+		view, _ := m.View()
+		t.Fatalf("%s's view %v never held %s", m.Identity(), view, id)
+	}
+}
+
+// waitRenewalSeen waits until m's cache of the Leases holds a renewal of id
+// at at or later.
+func waitRenewalSeen(t *testing.T, m *running, id string, at time.Time) {
+	t.Helper()
+	var renewed time.Time
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		l, err := m.lister.Leases("vidra-system").Get(leaseName(id))
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		renewed = l.Spec.RenewTime.Time
+		return !renewed.Before(at), nil
+	})
+	if err != nil {
+		t.Fatalf("%s never saw %s renew at %s: its last renewal seen is of %s", m.Identity(), id, at.Format(time.StampMilli), renewed.Format(time.StampMilli))
+	}
 }
 
 // A member fenced for want of renewals cancels the reconciles under way:
 // they must end before the others may count it gone.
 func TestAFencedMemberCancelsItsReconciles(t *testing.T) {
-	client, refuse := refusingLeases()
-	a := start(t, client, "a")
+	client, outage := refusingLeases()
+	clk := newStepClock()
+	a := startWith(t, Options{Client: client, Identity: "a", Clock: clk})
 	waitSettled(t, a)
-	ctx, leave, ok := a.Enter(context.Background(), cache.ObjectName{Namespace: "ns", Name: "app"})
+	key := cache.ObjectName{Namespace: "ns", Name: "app"}
+	ctx, leave, ok := a.Enter(context.Background(), key)
 	if !ok {
 		t.Fatal("a lone member does not enter a key")
 	}
-	refuse.Store(true)
+	// Fenced, the member waits for this reconcile to leave: it must end
+	// before the member stops, whatever fails.
+	var left sync.Once
+	t.Cleanup(func() { left.Do(leave) })
+	outage.refuse.Store(true)
+	deadline := testLease - 2*testRenew
+	for n := int64(1); time.Duration(n)*testRenew < testLease; n++ {
+		outage.step(t, clk, n)
+		if time.Duration(n)*testRenew <= deadline && ctx.Err() != nil {
+			t.Fatalf("the reconcile was cancelled at most %s after the last renewal, within the renew deadline of %s", time.Duration(n)*testRenew, deadline)
+		}
+	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(2 * testLease):
-		t.Error("the reconcile of a member that could not renew its Lease was not cancelled within its lease duration")
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatalf("the reconcile of a member that could not renew its Lease for %s, past its renew deadline of %s, was not cancelled", testLease-testRenew, deadline)
 	}
-	leave()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 2*testLease, true, func(context.Context) (bool, error) {
-		return !a.Owns(cache.ObjectName{Namespace: "ns", Name: "app"}), nil
+	left.Do(leave)
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return !a.Owns(key), nil
 	})
 	if err != nil {
 		t.Error("the fenced member still owns its keys")

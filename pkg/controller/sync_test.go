@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -984,39 +985,51 @@ func testMissingObjectsFirst(t *testing.T, trigger Trigger) {
 // A deletion that runs out of the reconcile's time keeps in the inventory
 // only what it did not get to: objects found gone are dropped, so that
 // each try gets further, however many objects one try's time allows.
+//
+// The reconcile's deadline is a timer of the time package. In a synctest
+// bubble, time moves only while every goroutine of the test waits: the
+// reads take no time at all but the looked-th, which outlasts the
+// reconcile's whole time. When it returns, the deadline has passed and the
+// reconcile's context is cancelled, whatever the machine's load: the
+// deletion stops right after it.
 func TestDeletionOutOfTimeKeepsOnlyWhatIsLeft(t *testing.T) {
-	const objects = 8
-	vr := newVR(operatorNS, "many", "", deleting, func(vr *v1alpha1.VidraResource) {
-		for i := range objects {
-			vr.Status.ManagedResources = append(vr.Status.ManagedResources,
-				v1alpha1.ManagedResource{APIVersion: "v1", Kind: "ConfigMap", Namespace: operatorNS, Name: fmt.Sprintf("gone-%d", i)})
+	synctest.Test(t, func(t *testing.T) {
+		const objects, looked = 8, 3
+		vr := newVR(operatorNS, "many", "", deleting, func(vr *v1alpha1.VidraResource) {
+			for i := range objects {
+				vr.Status.ManagedResources = append(vr.Status.ManagedResources,
+					v1alpha1.ManagedResource{APIVersion: "v1", Kind: "ConfigMap", Namespace: operatorNS, Name: fmt.Sprintf("gone-%d", i)})
+			}
+			vr.Status.ManagedCount = objects
+		})
+		f := newFixture(t, []*v1alpha1.VidraResource{vr})
+		// The objects are all gone already; the last read of the try is
+		// the looked-th.
+		f.reconcileTimeout = time.Minute
+		reads := 0
+		f.meta.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if reads++; reads == looked {
+				time.Sleep(f.reconcileTimeout + time.Second)
+			}
+			return false, nil, nil
+		})
+		if _, err := f.run(cache.MetaObjectToName(vr)); err == nil {
+			t.Fatal("sync returned no error, want one to retry with backoff")
 		}
-		vr.Status.ManagedCount = objects
+		if reads != looked {
+			t.Errorf("%d objects read, want %d: the try stops once its time is up", reads, looked)
+		}
+		f.mu.Lock()
+		statuses := f.statuses
+		f.mu.Unlock()
+		if len(statuses) != 1 {
+			t.Fatalf("%d status writes, want 1", len(statuses))
+		}
+		left := statuses[0].ManagedResources
+		if want := vr.Status.ManagedResources[looked:]; !slices.Equal(left, want) || int(statuses[0].ManagedCount) != len(want) {
+			t.Errorf("inventory written %v (count %d), want the %d objects not looked at: %v", left, statuses[0].ManagedCount, len(want), want)
+		}
 	})
-	f := newFixture(t, []*v1alpha1.VidraResource{vr})
-	// Each read takes a while; the reconcile's time is up after the
-	// first few. The objects are all gone already.
-	f.reconcileTimeout = 400 * time.Millisecond
-	f.meta.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		time.Sleep(100 * time.Millisecond)
-		return false, nil, nil
-	})
-	if _, err := f.run(cache.MetaObjectToName(vr)); err == nil {
-		t.Fatal("sync returned no error, want one to retry with backoff")
-	}
-	f.mu.Lock()
-	statuses := f.statuses
-	f.mu.Unlock()
-	if len(statuses) != 1 {
-		t.Fatalf("%d status writes, want 1", len(statuses))
-	}
-	left := statuses[0].ManagedResources
-	if len(left) == 0 || len(left) == objects || int(statuses[0].ManagedCount) != len(left) {
-		t.Fatalf("inventory written %v (count %d); want the %d objects not looked at yet, fewer than all", left, statuses[0].ManagedCount, objects)
-	}
-	if want := vr.Status.ManagedResources[objects-len(left):]; !slices.Equal(left, want) {
-		t.Errorf("inventory written %v, want the last %d: %v", left, len(left), want)
-	}
 }
 
 // A tenant's own API server can send objects carrying the marks of any

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vidra-operator/vidra/internal/testenv"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
@@ -30,15 +31,25 @@ func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
 	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	rec := &recorder{}
-	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue})
+	// The linger runs on the registry's clock, which moves only when the
+	// test steps it.
+	const linger = 200 * time.Millisecond
+	clk := testingclock.NewFakeClock(time.Now())
+	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Linger: linger, Clock: clk})
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: ns}
+	// The marker's informer is left a step before ref's: once it has
+	// stopped, the registry has handled the time the clock reads.
+	marker := watchregistry.Ref{GVR: secrets, Namespace: ns}
 
 	// Warm up once, so that the baseline includes the HTTP/2 connection and
 	// client-go's lazily started goroutines.
-	track(t, r, "warm-up", ref)
+	track(t, r, "warm-up", ref, marker)
 	waitState(t, r, ref, watchregistry.StateSynced)
+	waitState(t, r, marker, watchregistry.StateSynced)
 	r.Forget("warm-up")
+	clk.Step(linger)
 	waitState(t, r, ref, watchregistry.StateNotTracked)
+	waitState(t, r, marker, watchregistry.StateNotTracked)
 	waitRunning(t, r, 0)
 	base := runtime.NumGoroutine()
 	started := r.Stats().Started
@@ -53,22 +64,29 @@ func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
 	if s.Informers[watchregistry.StateSynced] != 1 || s.Owners != 2 {
 		t.Fatalf("stats: %+v, want one synced informer and two owners", s)
 	}
+	track(t, r, "marker", marker)
+	waitState(t, r, marker, watchregistry.StateSynced)
 
 	r.Forget("a")
 	if r.State(ref) != watchregistry.StateSynced {
 		t.Fatalf("state after one of two owners left: %s, want Synced", r.State(ref))
 	}
-	forgotten := time.Now()
+	r.Forget("marker")
+	clk.Step(time.Millisecond)
 	r.Forget("b")
 	// It lingers: it is still there right after the last owner left...
-	if st := r.State(ref); st != watchregistry.StateSynced && time.Since(forgotten) < 100*time.Millisecond {
+	if st := r.State(ref); st != watchregistry.StateSynced {
 		t.Fatalf("state right after the last owner left: %s, want Synced (lingering)", st)
 	}
-	// ...and stops once the linger has passed.
-	waitState(t, r, ref, watchregistry.StateNotTracked)
-	if lingered := time.Since(forgotten); lingered < 200*time.Millisecond {
-		t.Fatalf("informer stopped %s after its last owner left, before the 200ms linger", lingered)
+	// ...and just under the linger later, when the marker's is over...
+	clk.Step(linger - time.Millisecond)
+	waitState(t, r, marker, watchregistry.StateNotTracked)
+	if st := r.State(ref); st != watchregistry.StateSynced {
+		t.Fatalf("state %s after its last owner left, just under the linger of %s: want Synced (lingering)", st, linger)
 	}
+	// ...and stops once the linger has passed.
+	clk.Step(time.Millisecond)
+	waitState(t, r, ref, watchregistry.StateNotTracked)
 	waitRunning(t, r, 0)
 	waitGoroutines(t, base, 2)
 }
