@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/controller"
@@ -293,9 +295,14 @@ func setConfig(t *testing.T, data map[string]string) {
 	}
 	t.Cleanup(func() {
 		_ = cms.Delete(context.Background(), "vidra-config", metav1.DeleteOptions{})
-		_ = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return vidraOp.Config.Current().RequeueAfter == 10*time.Minute, nil
+		// Every setting back to its default, not one of them: the next
+		// test must not run with this one's configuration.
+		err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return cmp.Equal(vidraOp.Config.Current(), config.Default()), nil
 		})
+		if err != nil {
+			t.Errorf("cleanup: the operator's configuration never went back to the defaults (-defaults +current):\n%s", cmp.Diff(config.Default(), vidraOp.Config.Current()))
+		}
 	})
 }
 

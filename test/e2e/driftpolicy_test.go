@@ -97,7 +97,10 @@ func TestIgnoredReplicasAreLeftToTheAutoscaler(t *testing.T) {
 watching:
 	for {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of the Deployment ended before the marker write came through; %d writes seen", modified)
+			}
 			if ev.Type != watch.Modified {
 				continue
 			}

@@ -221,11 +221,21 @@ func testRemoteDriftIsCorrectedByEvents(t *testing.T, rc *remoteCluster) {
 	})
 	waitReady(t, ns, "drift")
 	waitRemote(t, rc, configMaps, ns, "watched", "was applied", exists)
+	// Every reconcile of the start is counted: each repair below must add
+	// one woken by the watch event of the drift.
+	before := reconciled(t, ns, "drift")
+	repairedOnEvent := func(repairs int) {
+		t.Helper()
+		waitCount(t, ns, "drift", fmt.Sprintf("a reconcile woken by the watch event of repair %d", repairs), func(by map[controller.Trigger]int) bool {
+			return by[controller.TriggerEvent] >= before[controller.TriggerEvent]+repairs
+		})
+	}
 
 	if err := rc.kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "watched", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitRemote(t, rc, configMaps, ns, "watched", "was restored after a delete", exists)
+	repairedOnEvent(1)
 
 	cm, err := rc.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "watched", metav1.GetOptions{})
 	if err != nil {
@@ -239,9 +249,7 @@ func testRemoteDriftIsCorrectedByEvents(t *testing.T, rc *remoteCluster) {
 		d, _, _ := unstructured.NestedStringMap(o.Object, "data")
 		return d["a"] == "1"
 	})
-	if by, _ := reconciles.of(ns, "drift"); by[controller.TriggerInterval] > 0 {
-		t.Errorf("reconciles by trigger = %v; want the repairs to be event-driven", by)
-	}
+	repairedOnEvent(2)
 }
 
 func testCRDOnlyOnRemoteClusterIsMapped(t *testing.T, rc *remoteCluster) {
@@ -520,14 +528,13 @@ func testOutage(t *testing.T, rc *remoteCluster) {
 	})
 
 	t.Run("LocalResourcesKeepReconciling", func(t *testing.T) {
+		// The wait's deadline catches a repair that never comes; how soon
+		// it comes depends on the machine's load, and is logged.
 		start := time.Now()
 		if err := kube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "local", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitObject(t, configMaps, ns, "local", "was restored", exists)
-		if took := time.Since(start); took > 5*time.Second {
-			t.Errorf("a local drift repair took %v during the outage", took)
-		}
 		t.Logf("local drift repaired in %v during the outage", time.Since(start).Round(time.Millisecond))
 	})
 
