@@ -1,8 +1,11 @@
 package reliability_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestOperatorRecoversFromAPIServerRestart kills kube-apiserver under a
@@ -18,12 +21,26 @@ func TestOperatorRecoversFromAPIServerRestart(t *testing.T) {
 	waitConverged(t, ns, 5, 2*time.Minute)
 	pid := op.PID()
 
+	// The outage lasts until the operator has seen it: its watches (one per
+	// kind of managed object, and those of VidraResources and of its
+	// configuration) end with their connections, and each one's next
+	// attempt cannot connect, a request client-go counts as "<error>".
+	failed := func(ctx context.Context) float64 {
+		return op.metric(ctx, "rest_client_requests_total", map[string]string{"code": "<error>"})
+	}
+	watches := op.metric(t.Context(), "vidra_watchregistry_informers_running", nil) + 2
+	failedBefore := failed(t.Context())
 	env.StopAPIServer()
 	down := time.Now()
-	// The outage lasts long enough for every watch and every retry of the
-	// operator to fail at least once; it is the scenario, not a wait for a
-	// condition.
-	time.Sleep(5 * time.Second)
+	var n float64
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n = failed(ctx) - failedBefore
+		return n >= watches, nil
+	})
+	if err != nil {
+		t.Fatalf("with kube-apiserver down, the operator had %.0f failed requests, want one for each of its %.0f watches at least: %v", n, watches, err)
+	}
+	t.Logf("the operator had %.0f failed requests %s after kube-apiserver stopped (%.0f watches)", n, time.Since(down).Round(time.Millisecond), watches)
 	if err := env.StartAPIServer(t.Context()); err != nil {
 		t.Fatalf("restart kube-apiserver: %v", err)
 	}

@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,8 +85,8 @@ func waitQuiet(t *testing.T, want int, idle bool, ops ...*operator) {
 }
 
 // Three replicas split the resources, each applying and caching only its
-// share; when one is SIGKILLed, the others serve its resources again within
-// the Lease duration and a second, and nothing is applied twice or lost.
+// share; when one is SIGKILLed, the others take its buckets over and serve
+// its resources again, and nothing is applied twice or lost.
 func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	ns := namespace(t)
 	ids := []string{"member-a", "member-b", "member-c"}
@@ -137,23 +138,45 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	reconciles := func(op *operator) float64 {
 		return op.metric(ctx, "vidra_reconciles_total", nil) - op.metric(ctx, "vidra_reconciles_total", map[string]string{"trigger": "retry"})
 	}
+	// takeovers counts the reconciles a takeover wakes: each resource
+	// gained is queued as rebalance, and woken again, as startup (which
+	// outranks it), by the first list of the informer that selects the
+	// buckets gained. Nothing else wakes the survivors with either: they
+	// keep their informers through a handoff in which they only gain.
+	takeovers := func(op *operator) float64 {
+		return op.metric(ctx, "vidra_reconciles_total", map[string]string{"trigger": "rebalance"}) +
+			op.metric(ctx, "vidra_reconciles_total", map[string]string{"trigger": "startup"})
+	}
+	// The survivor the victim's bucket goes to once member-b is gone.
+	heir := slices.Index(ids, shard.Owner(shard.Bucket(cache.ObjectName{Namespace: ns, Name: resourceName(victim)}), []string{ids[0], ids[2]}))
 	preparedBefore := make([]float64, len(ops))
 	keysBefore := make([]float64, len(ops))
 	reconcilesBefore := make([]float64, len(ops))
+	takeoversBefore := make([]float64, len(ops))
 	for i, op := range ops {
 		preparedBefore[i] = op.metric(ctx, "vidra_shard_prepared_total", nil)
 		keysBefore[i] = op.metric(ctx, "vidra_shard_keys", nil)
 		reconcilesBefore[i] = reconciles(op)
+		takeoversBefore[i] = takeovers(op)
 	}
 	ops[1].Kill()
 	killed := time.Now()
 	deleteConfigMap(t, ns, resourceName(victim))
+	// The deadline only catches a handoff that never happens: how soon it
+	// comes depends on the load of the machine, and is logged.
 	waitRestored(t, fmt.Sprintf("the ConfigMap of %s, whose replica was killed", resourceName(victim)), shardLease+30*time.Second,
 		configMapExists(ns, resourceName(victim)))
-	took := time.Since(killed)
-	t.Logf("a resource of the killed replica was served again %s after the kill (Lease duration %s)", took.Round(time.Millisecond), shardLease)
-	if took > shardLease+time.Second {
-		t.Errorf("the killed replica's resources were served again after %s, want within the Lease duration + 1s (%s)", took, shardLease+time.Second)
+	t.Logf("a resource of the killed replica was served again %s after the kill (Lease duration %s)", time.Since(killed).Round(time.Millisecond), shardLease)
+	// What repaired it is the heir taking member-b's buckets over: until
+	// then the resource is not the heir's, and whatever the heir saw of the
+	// ConfigMap waits for the takeover. A reconcile counts once it is
+	// over, after the repair it made.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return takeovers(ops[heir]) > takeoversBefore[heir], nil
+	})
+	if err != nil {
+		t.Errorf("%s, the heir of %s's bucket, reconciled nothing it took over from the killed replica (vidra_reconciles_total of triggers rebalance and startup: %.0f, as before the kill)",
+			ids[heir], resourceName(victim), takeoversBefore[heir])
 	}
 	waitMembers(t, 2, ops[0], ops[2])
 	// The survivors added the killed replica's buckets to their caches
@@ -180,7 +203,11 @@ func TestShardedReplicasSplitTheWorkAndTakeOverFromAKilledOne(t *testing.T) {
 	for _, i := range []int{0, 2} {
 		gained := ops[i].metric(ctx, "vidra_shard_keys", nil) - keysBefore[i]
 		since := reconciles(ops[i]) - reconcilesBefore[i]
-		t.Logf("%s: %.0f resources gained, %.0f kept, %.0f reconciles since the kill", ids[i], gained, keysBefore[i], since)
+		took := takeovers(ops[i]) - takeoversBefore[i]
+		t.Logf("%s: %.0f resources gained, %.0f kept, %.0f reconciles since the kill, %.0f of them woken by the takeover", ids[i], gained, keysBefore[i], since, took)
+		if took < gained {
+			t.Errorf("%s reconciled %.0f resources for the takeover, for %.0f resources gained: each gained one should be", ids[i], took, gained)
+		}
 		if keysBefore[i] < 8 {
 			// Too few to tell from the slack (the namespace's random name
 			// decides the buckets); the other survivor keeps the rest.

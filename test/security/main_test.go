@@ -67,6 +67,23 @@ func (l *reconcileLog) snapshot() []cache.ObjectName {
 	return slices.Clone(l.keys)
 }
 
+// waitFor polls until the log holds key past its first from entries, and
+// returns the entries past from. The hook that records a reconcile runs
+// once the reconcile has written its status, so a test that saw the status
+// may be ahead of the log.
+func (l *reconcileLog) waitFor(t *testing.T, from int, key cache.ObjectName) []cache.ObjectName {
+	t.Helper()
+	var log []cache.ObjectName
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		log = l.snapshot()[from:]
+		return slices.Contains(log, key), nil
+	})
+	if err != nil {
+		t.Fatalf("no reconcile of %s was recorded among the %d since: %v", key, len(log), err)
+	}
+	return log
+}
+
 func TestMain(m *testing.M) { testenv.RunMain(m, &env, testenv.Options{}, startOperator) }
 
 func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
@@ -89,6 +106,48 @@ func tenantNamespace(t *testing.T) string {
 		_ = vidra.InfrahubV1alpha1().VidraResources(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 	return ns
+}
+
+// drainOnCleanup deletes, when the test ends, the VidraResources of ns and
+// then ns itself, and waits until both are gone: the resources first, so
+// that their finalizers delete their objects while the ServiceAccounts they
+// act as still have their rights. It runs before the cleanups of
+// tenantNamespace, which then find nothing left to delete.
+func drainOnCleanup(t *testing.T, ns string, timeout time.Duration) {
+	t.Helper()
+	t.Cleanup(func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		vrs := vidra.InfrahubV1alpha1().VidraResources(ns)
+		_ = vrs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		left := -1
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			list, err := vrs.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			left = len(list.Items)
+			return left == 0, nil
+		})
+		if err != nil {
+			t.Errorf("cleanup: %d VidraResources of %s left after %s: %v", left, ns, timeout, err)
+			return
+		}
+		if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete namespace %s: %v", ns, err)
+			return
+		}
+		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("cleanup: namespace %s still there after %s: %v", ns, timeout, err)
+			return
+		}
+		t.Logf("cleanup: namespace %s and its resources gone in %s", ns, time.Since(start).Round(time.Millisecond))
+	})
 }
 
 // serviceAccount creates ServiceAccount name in ns, bound to ClusterRole

@@ -569,6 +569,20 @@ func TestMovedDestinationCleansUpThePreviousCluster(t *testing.T) {
 func TestDeletionDoesNotWaitForObjectsOfATerminatingNamespace(t *testing.T) {
 	name := fmt.Sprintf("term-%d", time.Now().UnixNano())
 	target := testenv.Namespace(t, kube, "term-")
+	// The resource lives in the operator's namespace, which outlives the
+	// test: it goes here when the test failed before deleting it, once the
+	// held ConfigMap is let go (the cleanup below runs first).
+	t.Cleanup(func() {
+		vrs := vidra.InfrahubV1alpha1().VidraResources(operatorNamespace)
+		_ = vrs.Delete(context.Background(), name, metav1.DeleteOptions{})
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := vrs.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("cleanup: VidraResource %s/%s still there: %v", operatorNamespace, name, err)
+		}
+	})
 	t.Cleanup(func() {
 		// Let the held ConfigMap, and so the namespace, go.
 		_, _ = kube.CoreV1().ConfigMaps(target).Patch(context.Background(), "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})

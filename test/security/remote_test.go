@@ -41,9 +41,16 @@ func remoteTenant(t *testing.T, cluster *clientcmdapi.Cluster) string {
 // authenticates with a tenant's bearer token.
 func tenantKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster) []byte {
 	t.Helper()
+	return tokenKubeconfig(t, cluster, "tenant-token")
+}
+
+// tokenKubeconfig is a kubeconfig for cluster whose one context
+// authenticates with bearer token.
+func tokenKubeconfig(t *testing.T, cluster *clientcmdapi.Cluster, token string) []byte {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["remote"] = cluster
-	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: "tenant-token"}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "user"}
 	cfg.CurrentContext = "remote"
 	data, err := clientcmd.Write(*cfg)
