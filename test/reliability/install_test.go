@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,33 +40,7 @@ const installNamespace = "vidra-system"
 // clean up on deletion.
 func TestTheInstallsRBACIsEnough(t *testing.T) {
 	ns := namespace(t)
-	installRBAC(t, ns)
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
-	// What the API server makes of the ServiceAccount's token: its user
-	// name, and the groups of every ServiceAccount.
-	if err := env.WriteUserKubeconfig(kc, "system:serviceaccount:"+ns+":vidra",
-		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated"); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "vidra.log")
-	p, err := testenv.StartVidra(testenv.VidraOptions{
-		Binary: vidraBinary, Kubeconfig: kc, Namespace: ns, LogPath: logPath,
-		Args: []string{"--watch-namespace=" + ns, "--leader-elect", "--log-format=json"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("log of vidra (tail):\n%s", tail(string(data), 40))
-		}
-	})
-	if err := p.WaitReady(t.Context(), 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	startAsTheInstall(t, ns, "manifests")
 
 	onboarding := fmt.Sprintf(`apiVersion: v1
 kind: ServiceAccount
@@ -101,17 +78,8 @@ subjects:
 
 	// Deletion: each resource's objects go, with the identity it acts as,
 	// and the operator removes the finalizers.
-	for _, name := range []string{"team", "onboarding"} {
-		if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		}); err != nil {
-			t.Fatalf("VidraResource %s/%s was not deleted: its cleanup did not finish", ns, name)
-		}
-	}
+	deleteInstallVR(t, ns, "team")
+	deleteInstallVR(t, ns, "onboarding")
 	if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "team-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the team's ConfigMap outlived its resource (err %v)", err)
 	}
@@ -120,18 +88,109 @@ subjects:
 	}
 }
 
-// installRBAC creates the objects of manifests/rbac for an operator of
-// namespace ns: the namespaced ones in ns, the cluster-scoped ones under
-// names of their own, removed when the test ends.
-func installRBAC(t *testing.T, ns string) {
+// The restricted install (deploy/restricted) gives the operator's own
+// identity no write at all: a resource of its own namespace that names no
+// ServiceAccount is refused what it declares, and one that names a
+// ServiceAccount applies, is repaired and cleans up as that ServiceAccount.
+func TestTheRestrictedInstallWritesOnlyAsServiceAccounts(t *testing.T) {
+	ns := namespace(t)
+	startAsTheInstall(t, ns, "deploy/restricted")
+
+	createInstallVR(t, ns, "as-operator", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: operator-config\n", "")
+	vr := testenv.WaitVR(t, vidra, ns, "as-operator", "refused", func(vr *v1alpha1.VidraResource) bool {
+		c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == vr.Generation && c.Reason == v1alpha1.ReasonForbidden
+	})
+	if msg := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "operator-config") {
+		t.Errorf("Ready message %q does not name the refused object", msg)
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "operator-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a resource without a ServiceAccount wrote with the restricted operator's identity (err %v)", err)
+	}
+
+	// The platform gives the team its ServiceAccount, not Vidra.
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployer-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createInstallVR(t, ns, "team", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: team-config\ndata:\n  greeting: hello\n", "deployer")
+	waitInstallReady(t, ns, "team")
+	deleteConfigMap(t, ns, "team-config")
+	waitRestored(t, "the team's ConfigMap, deleted", time.Minute, configMapExists(ns, "team-config"))
+	deleteInstallVR(t, ns, "team")
+	if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "team-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the team's ConfigMap outlived its resource (err %v)", err)
+	}
+}
+
+// startAsTheInstall creates the RBAC objects of the kustomization in dir
+// (manifests, or an overlay of it) for an operator of namespace ns, and
+// runs the operator as the install's ServiceAccount, with leader election
+// as the install runs it, until the test ends.
+func startAsTheInstall(t *testing.T, ns, dir string) {
+	t.Helper()
+	installRBAC(t, ns, dir)
+	tmp := t.TempDir()
+	kc := filepath.Join(tmp, "kubeconfig")
+	// What the API server makes of the ServiceAccount's token: its user
+	// name, and the groups of every ServiceAccount.
+	if err := env.WriteUserKubeconfig(kc, "system:serviceaccount:"+ns+":vidra",
+		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated"); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(tmp, "vidra.log")
+	p, err := testenv.StartVidra(testenv.VidraOptions{
+		Binary: vidraBinary, Kubeconfig: kc, Namespace: ns, LogPath: logPath,
+		Args: []string{"--watch-namespace=" + ns, "--leader-elect", "--log-format=json"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			t.Logf("log of vidra (tail):\n%s", tail(string(data), 40))
+		}
+	})
+	if err := p.WaitReady(t.Context(), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteInstallVR deletes a resource and waits until its cleanup let it go.
+func deleteInstallVR(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("VidraResource %s/%s was not deleted: its cleanup did not finish", ns, name)
+	}
+}
+
+// installRBAC creates the RBAC objects of the kustomization in dir, as
+// kubectl kustomize renders it, for an operator of namespace ns: the
+// namespaced ones in ns, the cluster-scoped ones under names of their own,
+// removed when the test ends.
+func installRBAC(t *testing.T, ns, dir string) {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(root, "manifests", "rbac", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no RBAC manifests found: %v", err)
+	out, err := exec.CommandContext(t.Context(), env.Kubectl(), "kustomize", filepath.Join(root, dir)).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	gvrs := map[string]schema.GroupVersionResource{
 		"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
@@ -141,18 +200,15 @@ func installRBAC(t *testing.T, ns string) {
 		"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	}
 	dyn := dynamic.NewForConfigOrDie(env.Config)
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+	created := 0
+	for _, doc := range strings.Split(string(out), "\n---\n") {
 		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(data, &u.Object); err != nil {
-			t.Fatalf("%s: %v", file, err)
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("%s: %v", dir, err)
 		}
 		gvr, ok := gvrs[u.GetKind()]
 		if !ok {
-			t.Fatalf("%s: kind %s is new to this test: add it", file, u.GetKind())
+			continue // the CRD, the Deployment and the rest: not RBAC
 		}
 		rewriteForNamespace(t, u, ns)
 		client := dynamic.ResourceInterface(dyn.Resource(gvr))
@@ -162,8 +218,12 @@ func installRBAC(t *testing.T, ns string) {
 			t.Cleanup(func() { _ = dyn.Resource(gvr).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
 		}
 		if _, err := client.Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create %s %s from %s: %v", u.GetKind(), u.GetName(), file, err)
+			t.Fatalf("create %s %s of %s: %v", u.GetKind(), u.GetName(), dir, err)
 		}
+		created++
+	}
+	if created != len(gvrs) {
+		t.Fatalf("%s rendered %d RBAC objects, want one of each of %d kinds", dir, created, len(gvrs))
 	}
 }
 
