@@ -154,18 +154,9 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which this operator cannot find among the VidraResources it sees (it watches one namespace or a shard only), so it does not take the object over", owner, uidShown))
 	}
 	// The marks cannot be trusted on their own: anyone who may label an
-	// object can write them. Only an object Vidra has applied is adopted.
-	full, _, err := e.getLive(ctx, pass, p)
-	if err != nil {
-		return classify(p, fmt.Errorf("read: %w", err))
-	}
-	if full != nil && (full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid || full.GetAnnotations()[v1alpha1.OwnedByAnnotation] != live.GetAnnotations()[v1alpha1.OwnedByAnnotation]) {
-		// Marked anew since the cache's copy (another resource adopted it
-		// first, or it was handed over): the next pass reads the new owner.
-		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
-			Err: errors.New("changed owner while Vidra read it (retrying)")}
-	}
-	if full == nil || !AppliedByVidra(full.GetManagedFields()) {
+	// object can write them. Only an object Vidra has applied is adopted
+	// (the cache keeps the name of Vidra's apply entry).
+	if !AppliedByVidra(live.GetManagedFields()) {
 		what := "carries Vidra's marks but was never applied by Vidra"
 		if pass.VR.Spec.AdoptOrphans {
 			what += " (spec.adoptOrphans takes over only objects Vidra's apply wrote)"
@@ -181,8 +172,26 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if !pass.VR.Spec.AdoptOrphans {
 		// Whoever may create the object may also have written the marks
 		// of a resource that never existed and a vidra Apply entry: only
-		// the resource's author can say it expects leftovers here.
+		// the resource's author can say it expects leftovers here. Decided
+		// on the cached object: a resource that does not adopt costs no
+		// read per leftover it declares, at every retry.
 		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and this resource does not adopt orphans (spec.adoptOrphans takes it over)", owner, uidShown))
+	}
+	// An adoption reads the object afresh: the cache may lag behind a
+	// change of its marks.
+	full, _, err := e.getLive(ctx, pass, p)
+	if err != nil {
+		return classify(p, fmt.Errorf("read: %w", err))
+	}
+	if full == nil || full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid || full.GetAnnotations()[v1alpha1.OwnedByAnnotation] != live.GetAnnotations()[v1alpha1.OwnedByAnnotation] {
+		// Deleted, or marked anew since the cache's copy (another
+		// resource adopted it first, or it was handed over): the next
+		// pass reads it again.
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
+			Err: errors.New("changed owner while Vidra read it (retrying)")}
+	}
+	if !AppliedByVidra(full.GetManagedFields()) {
+		return unmanagedError(pass, p, "carries Vidra's marks but was never applied by Vidra (spec.adoptOrphans takes over only objects Vidra's apply wrote)")
 	}
 	// The owner named on the object is gone (deleted without its finalizer
 	// running): the marks are stale and the object is free to adopt. The

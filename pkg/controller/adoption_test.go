@@ -155,3 +155,24 @@ func TestAnAdoptionAppliesAtTheVersionItRead(t *testing.T) {
 		t.Errorf("the adopting apply was sent at resourceVersion %q, want the version the adoption read (43)", sentVersion)
 	}
 }
+
+// A resource that does not adopt orphans decides on what it read already:
+// a tenant declaring many leftovers costs no further read of each at every
+// retry.
+func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
+	gone := newVR(operatorNS, "gone", configMapManifest)
+	heir := newVR(operatorNS, "heir", configMapManifest)
+	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+	if applied, _ := adoptionOutcome(t, f, heir); applied {
+		t.Fatalf("adopted without spec.adoptOrphans; requests %v", f.actions)
+	}
+	gets := 0
+	for _, a := range f.actions {
+		if strings.HasPrefix(a, "get configmaps") {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("the leftover was read %d times, want once; requests %v", gets, f.actions)
+	}
+}
