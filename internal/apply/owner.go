@@ -125,7 +125,7 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 	if uid == "" {
 		return unmanagedError(pass, p, "exists and is not managed by Vidra")
 	}
-	state, err := e.ownerState(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid))
+	state, err := e.ownerState(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid), pass.VR.Spec.AdoptOrphans)
 	// A remote destination's server writes whatever labels it likes.
 	owner, uidShown := ownerName(live), wording.Cut(readable(uid), 63, "…")
 	if err != nil {
@@ -223,8 +223,12 @@ const (
 // naming a resource that does not exist would otherwise make a live
 // owner's object look left behind, free for another resource to adopt.
 // The name still helps where the informer cache lags behind a creation,
-// which the API server, asked by name, does not.
-func (e *Engine) ownerState(ctx context.Context, owner string, uid types.UID) (ownerState, error) {
+// which the API server, asked by name, does not: with confirm, a resource
+// the cache does not hold is asked for. Only an adoption needs that: for
+// any other resource, a cache a few milliseconds late costs a message that
+// is wrong until its next reconcile, where a request per object its
+// manifest declares would cost the API server at every retry.
+func (e *Engine) ownerState(ctx context.Context, owner string, uid types.UID, confirm bool) (ownerState, error) {
 	exists, known := false, false
 	if e.resources != nil {
 		exists, known = e.resources(uid)
@@ -236,12 +240,14 @@ func (e *Engine) ownerState(ctx context.Context, owner string, uid types.UID) (o
 		if vr, err := e.owners.VidraResources(key.Namespace).Get(key.Name); err == nil && vr.UID == uid {
 			return ownerLive, nil
 		}
-		vr, err := e.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-		switch {
-		case err == nil && vr.UID == uid:
-			return ownerLive, nil
-		case err != nil && !apierrors.IsNotFound(err):
-			return ownerUnknown, fmt.Errorf("get VidraResource %s: %w", key, err)
+		if confirm {
+			vr, err := e.vidra.InfrahubV1alpha1().VidraResources(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+			switch {
+			case err == nil && vr.UID == uid:
+				return ownerLive, nil
+			case err != nil && !apierrors.IsNotFound(err):
+				return ownerUnknown, fmt.Errorf("get VidraResource %s: %w", key, err)
+			}
 		}
 	}
 	if !known {

@@ -156,9 +156,9 @@ func TestAnAdoptionAppliesAtTheVersionItRead(t *testing.T) {
 	}
 }
 
-// A resource that does not adopt orphans decides on what it read already:
-// a tenant declaring many leftovers costs no further read of each at every
-// retry.
+// A resource that does not adopt orphans decides on what it read already,
+// and on the informer's word that the owner is gone: a tenant declaring
+// many leftovers costs no further request per leftover at every retry.
 func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
 	gone := newVR(operatorNS, "gone", configMapManifest)
 	heir := newVR(operatorNS, "heir", configMapManifest)
@@ -171,8 +171,30 @@ func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
 		if strings.HasPrefix(a, "get configmaps") {
 			gets++
 		}
+		if strings.HasPrefix(a, "get vidraresources") {
+			t.Errorf("the gone owner was asked for: %q; the informer's word is enough when nothing is adopted", a)
+		}
 	}
 	if gets != 1 {
 		t.Errorf("the leftover was read %d times, want once; requests %v", gets, f.actions)
+	}
+}
+
+// The informer may not hold a resource created a moment ago, whose objects
+// another replica already applied: before it adopts, a resource asks the
+// API server for the owner the annotation names.
+func TestAdoptionAsksTheAPIServerForAnOwnerTheCacheLacks(t *testing.T) {
+	owner := newVR(operatorNS, "owner", configMapManifest)
+	heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
+	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, owner))
+	if err := f.vidra.Tracker().Add(owner); err != nil {
+		t.Fatal(err)
+	}
+	applied, c := adoptionOutcome(t, f, heir)
+	if applied {
+		t.Errorf("adopted the object of an owner the API server has; requests %v", f.actions)
+	}
+	if c == nil || c.Reason != v1alpha1.ReasonOwnedByOther {
+		t.Errorf("Conflict condition %+v, want %s", c, v1alpha1.ReasonOwnedByOther)
 	}
 }
