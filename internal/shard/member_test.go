@@ -311,8 +311,14 @@ func TestAMemberThatCannotRenewStopsReconciling(t *testing.T) {
 // A member that stops renewing is suspected after two renew periods: the
 // others are told the buckets they would gain, before its Lease expires,
 // and told nothing is left to prepare once it renews again or is gone.
+// The clock moves a renew period at a time, and only once a has seen itself
+// and b renew at the time it reads: b, which renews on every step, is then
+// never late, however slowly its renewals reach a. Each check comes once a
+// has looked at the Leases at the new time.
 func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 	client := fake.NewClientset()
+	clk := newStepClock()
+	aClock := &lookingClock{stepClock: clk}
 	type call struct {
 		change  bool
 		buckets []int
@@ -326,13 +332,13 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 			calls = append(calls, call{change, slices.Clone(buckets)})
 		}
 	}
-	a := startWith(t, Options{Client: client, Identity: "a", OnChange: record(true), OnPrepare: record(false)})
-	b := start(t, client, "b")
+	a := startWith(t, Options{Client: client, Identity: "a", Clock: aClock, OnChange: record(true), OnPrepare: record(false)})
+	b := startWith(t, Options{Client: client, Identity: "b", Clock: clk})
 	waitSettled(t, a, b)
 	// A view reads settled just before OnChange runs: wait until a has
 	// taken its share of the two on, or that call would come after the
 	// ghost's.
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(calls) > 0 && fmt.Sprint(calls[len(calls)-1]) == fmt.Sprint(call{true, Owned("a", []string{"a", "b"})}), nil
@@ -351,7 +357,7 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: leaseName("ghost"), Namespace: "vidra-system", Labels: map[string]string{MemberLabel: "true"},
 			Annotations: map[string]string{ViewAnnotation: viewHash(view)}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ghost"), LeaseDurationSeconds: ptr.To(int32(testLease / time.Second)),
-			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+			RenewTime: ptr.To(metav1.NewMicroTime(clk.Now()))},
 	}
 	mu.Lock()
 	calls = nil
@@ -365,24 +371,45 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 			gain = append(gain, bucket)
 		}
 	}
-	// waitCalls waits for the first calls to be want.
+	// checkCalls checks that the calls so far are want.
+	checkCalls := func(what string, want ...call) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(calls) != fmt.Sprint(want) {
+			t.Fatalf("%s: calls %v, want %v", what, calls, want)
+		}
+	}
+	// waitCalls waits for as many calls as want, then checks them.
 	waitCalls := func(what string, want ...call) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*testLease, true, func(context.Context) (bool, error) {
+		_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(calls) >= len(want), nil
 		})
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil || fmt.Sprint(calls[:len(want)]) != fmt.Sprint(want) {
-			t.Fatalf("%s: calls %v, want %v first", what, calls, want)
+		checkCalls(what, want...)
+	}
+	// step moves the clock a renew period on once a has seen itself and b
+	// renew at the time it reads, and returns once a has looked at the
+	// Leases at the new time: whatever a does upon it is done.
+	step := func() {
+		t.Helper()
+		for _, id := range []string{"a", "b"} {
+			waitRenewalSeen(t, a, id, clk.Now())
 		}
+		clk.Step(testRenew)
+		aClock.waitLooked(t, clk.Now())
 	}
 	share := func(members ...string) call { return call{true, Owned("a", members)} }
+	// The ghost, seen renewing at the time the clock reads, is not late.
+	waitCalls("the ghost joined", share(view...))
+	step()
+	checkCalls("the ghost a renew period late", share(view...))
 	// The ghost is suspected before its Lease expires: only its buckets
 	// are prepared, not the renewing b's.
-	waitCalls("the ghost late", share(view...), call{false, gain})
+	step()
+	checkCalls("the ghost two renew periods late", share(view...), call{false, gain})
 	// It renews once, by a clock far behind: a renewal all the same, seen
 	// now. Nothing to prepare, and the view stays.
 	ghost.Spec.RenewTime = ptr.To(metav1.NewMicroTime(ghost.Spec.RenewTime.Add(time.Millisecond)))
@@ -390,10 +417,72 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCalls("the ghost renewed", share(view...), call{false, gain}, call{false, nil})
-	// Then it dies: prepared again, then its buckets are taken over, then
-	// nothing is left to prepare.
+	// Then it dies: prepared again two renew periods on, and so until its
+	// Lease expires, a Lease duration after the time it says.
+	step()
+	checkCalls("the ghost a renew period late again", share(view...), call{false, gain}, call{false, nil})
+	expires := ghost.Spec.RenewTime.Add(testLease)
+	for !clk.Now().Add(testRenew).After(expires) {
+		step()
+		checkCalls("the ghost late again", share(view...), call{false, gain}, call{false, nil}, call{false, gain})
+	}
+	// Then its buckets are taken over, and nothing is left to prepare.
+	step()
 	waitCalls("the ghost dead", share(view...), call{false, gain}, call{false, nil}, call{false, gain}, share("a", "b"), call{false, nil})
 	waitSettled(t, a, b)
+}
+
+// lookingClock is a member's clock that tells when the member last looked
+// at the Leases. The member reads the time, looks and resets its expiry
+// timer, all on its own goroutine: a reset says it looked at the time it
+// read first since the reset before, or later, for the clock only moves on.
+type lookingClock struct {
+	*stepClock
+	mu           sync.Mutex
+	read, looked time.Time
+}
+
+func (c *lookingClock) Now() time.Time {
+	now := c.stepClock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.read.IsZero() {
+		c.read = now
+	}
+	return now
+}
+
+func (c *lookingClock) NewTimer(d time.Duration) clock.Timer {
+	return lookingTimer{Timer: c.stepClock.NewTimer(d), clock: c}
+}
+
+type lookingTimer struct {
+	clock.Timer
+	clock *lookingClock
+}
+
+func (t lookingTimer) Reset(d time.Duration) bool {
+	c := t.clock
+	c.mu.Lock()
+	c.looked, c.read = c.read, time.Time{}
+	c.mu.Unlock()
+	return t.Timer.Reset(d)
+}
+
+// waitLooked waits until the member has looked at the Leases at at or
+// later.
+func (c *lookingClock) waitLooked(t *testing.T, at time.Time) {
+	t.Helper()
+	var looked time.Time
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		looked = c.looked
+		return !looked.Before(at), nil
+	})
+	if err != nil {
+		t.Fatalf("the member never looked at the Leases at %s: it last looked at %s", at.Format(time.StampMilli), looked.Format(time.StampMilli))
+	}
 }
 
 // Who counts as late: a member not seen renewing for two renew periods,
