@@ -76,6 +76,13 @@ type Options struct {
 	// MetricsAddr and ProbeAddr are the listen addresses of /metrics and of
 	// /healthz and /readyz; empty or "0" turns a server off.
 	MetricsAddr, ProbeAddr string
+	// MetricsSecure serves /metrics over TLS, to bearer tokens whose
+	// identity may get it (see internal/securemetrics); the probes stay
+	// plain, for the kubelet.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for MetricsSecure; empty
+	// means a self-signed certificate generated at start.
+	MetricsCertDir string
 	// LeaderElection makes only one of several replicas reconcile.
 	LeaderElection LeaderElection
 	// Sharding divides the VidraResources between replicas instead.
@@ -120,6 +127,8 @@ type Operator struct {
 	broadcaster record.EventBroadcaster
 	leading     atomic.Bool
 	member      *shard.Member
+	// reviews sends the token reviews of MetricsSecure.
+	reviews kubernetes.Interface
 
 	// served are the addresses the metrics and probe servers listen on,
 	// once Run has started them: with port 0 in the options, the kernel's
@@ -143,6 +152,9 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 	if opts.ConfigMapName == "" {
 		opts.ConfigMapName = DefaultConfigMapName
+	}
+	if opts.MetricsCertDir != "" && !opts.MetricsSecure {
+		return nil, errors.New("a metrics certificate directory is for the secure metrics endpoint only: add --metrics-secure, or drop --metrics-cert-dir")
 	}
 	// Built-in types speak protobuf, as in kube-controller-manager: Events,
 	// Leases, ConfigMaps and Secrets then cost both sides less than JSON.
@@ -176,6 +188,17 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		opts.Metrics = prometheus.NewRegistry()
 	}
 	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube}
+	if opts.MetricsSecure {
+		// A client of its own, with a rate limit of its own: reviews of
+		// scrapers' tokens, however many a hostile client makes the
+		// endpoint ask for, never take the reconciles' share of the
+		// client-side limit.
+		reviewConfig := rest.CopyConfig(kubeConfig)
+		reviewConfig.QPS, reviewConfig.Burst, reviewConfig.RateLimiter = 20, 40, nil
+		if o.reviews, err = kubernetes.NewForConfig(reviewConfig); err != nil {
+			return nil, fmt.Errorf("token review client: %w", err)
+		}
+	}
 	var ctrl *controller.Controller
 	var ctrlMu sync.Mutex
 	current := func() *controller.Controller {

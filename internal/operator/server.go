@@ -2,15 +2,20 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/vidra-operator/vidra/internal/securemetrics"
 )
 
 func metav1ObjectMeta(namespace, name string) metav1.ObjectMeta {
@@ -31,7 +36,7 @@ func (s servers) shutdown() {
 // that a standby replica reports ready and is scraped like the leader.
 func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 	var out servers
-	start := func(addr string, mux *http.ServeMux, served *string) error {
+	start := func(addr string, mux *http.ServeMux, served *string, tlsConfig *tls.Config) error {
 		if addr == "" || addr == "0" {
 			return nil
 		}
@@ -42,7 +47,18 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 		o.servedMu.Lock()
 		*served = l.Addr().String()
 		o.servedMu.Unlock()
+		// ReadHeaderTimeout bounds the TLS handshake too.
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		if tlsConfig != nil {
+			l = tls.NewListener(l, tlsConfig)
+			// A bearer token is a few KiB at most; the default of 1 MiB
+			// of headers is room for nothing but abuse.
+			srv.MaxHeaderBytes = 64 << 10
+			// Every port scan, TCP health check and plain-HTTP request
+			// is a failed handshake, which the server reports on its
+			// error log: at debug level, so that no client fills the log.
+			srv.ErrorLog = log.New(debugWriter{klog.FromContext(ctx).WithValues("address", addr)}, "", 0)
+		}
 		out = append(out, srv)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -53,9 +69,27 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 	}
 
 	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", promhttp.HandlerFor(o.opts.Metrics, promhttp.HandlerOpts{}))
-	if err := start(o.opts.MetricsAddr, metrics, &o.servedMetrics); err != nil {
+	var metricsHandler http.Handler = promhttp.HandlerFor(o.opts.Metrics, promhttp.HandlerOpts{})
+	var metricsTLS *tls.Config
+	if o.opts.MetricsSecure {
+		var err error
+		if metricsTLS, err = securemetrics.TLSConfig(o.opts.MetricsCertDir, klog.FromContext(ctx)); err != nil {
+			return nil, fmt.Errorf("--metrics-cert-dir %q: %w", o.opts.MetricsCertDir, err)
+		}
+		metricsHandler = securemetrics.NewAuthorizer(securemetrics.Options{
+			Client: o.reviews, Path: "/metrics", Logger: klog.FromContext(ctx).WithName("metrics"),
+		}).Wrap(metricsHandler)
+	}
+	metrics.Handle("/metrics", metricsHandler)
+	if err := start(o.opts.MetricsAddr, metrics, &o.servedMetrics, metricsTLS); err != nil {
 		return nil, err
+	}
+	if o.opts.MetricsSecure && o.opts.MetricsAddr != "" && o.opts.MetricsAddr != "0" {
+		certificate := "self-signed, generated at start"
+		if o.opts.MetricsCertDir != "" {
+			certificate = o.opts.MetricsCertDir
+		}
+		klog.FromContext(ctx).Info("Serving /metrics over TLS to bearer tokens allowed to get it", "address", o.opts.MetricsAddr, "certificate", certificate)
 	}
 
 	probes := http.NewServeMux()
@@ -75,9 +109,17 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	if err := start(o.opts.ProbeAddr, probes, &o.servedProbes); err != nil {
+	if err := start(o.opts.ProbeAddr, probes, &o.servedProbes, nil); err != nil {
 		out.shutdown()
 		return nil, err
 	}
 	return out, nil
+}
+
+// debugWriter writes the lines of a log.Logger at debug level.
+type debugWriter struct{ logger klog.Logger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.logger.V(1).Info("HTTP server error", "error", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -43,8 +43,11 @@ func BuildVidra(ctx context.Context, path string, race bool) error {
 // VidraProcess is one run of the vidra binary, with its /metrics and probes
 // on loopback ports of its own and its log in a file.
 type VidraProcess struct {
-	// MetricsURL is the operator's /metrics endpoint.
+	// MetricsURL is the operator's /metrics endpoint, over plain HTTP.
 	MetricsURL string
+	// MetricsAddr is the host and port of /metrics, for a scraper of an
+	// operator run with --metrics-secure, which answers over HTTPS only.
+	MetricsAddr string
 	// ProbeURL is the base URL of /healthz and /readyz.
 	ProbeURL string
 	// LogPath is the file that receives the operator's stdout and stderr.
@@ -92,10 +95,11 @@ func StartVidra(opts VidraOptions) (*VidraProcess, error) {
 		return nil, err
 	}
 	return &VidraProcess{
-		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
-		ProbeURL:   fmt.Sprintf("http://127.0.0.1:%d", probePort),
-		LogPath:    opts.LogPath,
-		proc:       proc,
+		MetricsURL:  fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		ProbeURL:    fmt.Sprintf("http://127.0.0.1:%d", probePort),
+		LogPath:     opts.LogPath,
+		proc:        proc,
 	}, nil
 }
 

@@ -1,0 +1,472 @@
+package securemetrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+const (
+	scraperToken  = "token-of-the-scraper"
+	strangerToken = "token-of-a-stranger"
+	scraper       = "system:serviceaccount:monitoring:prometheus"
+	stranger      = "system:serviceaccount:team-a:builder"
+)
+
+// reviewer is the API server's side of the reviews: the users that tokens
+// stand for (a token not in it is not valid), and the users that may get
+// /metrics. It answers through a fake clientset's reactors, or over HTTP.
+type reviewer struct {
+	mu       sync.Mutex
+	tokens   map[string]authenticationv1.UserInfo
+	allowed  map[string]bool
+	tokenErr error
+	sarErr   error
+	reviewed []string
+	sars     []authorizationv1.SubjectAccessReviewSpec
+}
+
+func newReviewer() *reviewer {
+	return &reviewer{
+		tokens: map[string]authenticationv1.UserInfo{
+			scraperToken: {Username: scraper, UID: "uid-1", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+				Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"prometheus-0"}}},
+			strangerToken: {Username: stranger, UID: "uid-2", Groups: []string{"system:authenticated"}},
+		},
+		allowed: map[string]bool{scraper: true},
+	}
+}
+
+func (r *reviewer) tokenReview(in *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reviewed = append(r.reviewed, in.Spec.Token)
+	if r.tokenErr != nil {
+		return nil, r.tokenErr
+	}
+	out := in.DeepCopy()
+	if user, ok := r.tokens[in.Spec.Token]; ok {
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: user}
+	} else {
+		out.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	}
+	return out, nil
+}
+
+func (r *reviewer) subjectAccessReview(in *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sars = append(r.sars, in.Spec)
+	if r.sarErr != nil {
+		return nil, r.sarErr
+	}
+	out := in.DeepCopy()
+	ok := r.allowed[in.Spec.User] && in.Spec.NonResourceAttributes != nil &&
+		in.Spec.NonResourceAttributes.Path == "/metrics" && in.Spec.NonResourceAttributes.Verb == "get"
+	out.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: ok}
+	return out, nil
+}
+
+// tokenReviews counts the TokenReviews sent.
+func (r *reviewer) tokenReviews() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.reviewed)
+}
+
+func (r *reviewer) set(f func(r *reviewer)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r)
+}
+
+// clientset is a fake clientset whose reviews r answers.
+func (r *reviewer) clientset() *fake.Clientset {
+	c := fake.NewClientset()
+	c.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		out, err := r.tokenReview(a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview))
+		return true, out, err
+	})
+	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		out, err := r.subjectAccessReview(a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview))
+		return true, out, err
+	})
+	return c
+}
+
+// metricsHandler serves a registry with one of Vidra's metrics.
+func metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "vidra_reconciles_total", Help: "Reconciles."})
+	c.Inc()
+	reg.MustRegister(c)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+func scrape(h http.Handler, method, authorization string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "https://vidra.example/metrics", nil)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+func TestRequestsAreAnsweredByTheirReviews(t *testing.T) {
+	apiDown := apierrors.NewServiceUnavailable("etcd is gone")
+	operatorForbidden := apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("no rule"))
+	for _, tc := range []struct {
+		name          string
+		method        string
+		authorization string
+		tokenErr      error
+		sarErr        error
+		wantStatus    int
+		wantBody      string
+		wantReviews   int
+	}{
+		{name: "no token", authorization: "", wantStatus: http.StatusUnauthorized, wantBody: "bearer token"},
+		{name: "another scheme", authorization: "Basic dXNlcjpwYXNz", wantStatus: http.StatusUnauthorized},
+		{name: "an empty bearer token", authorization: "Bearer   ", wantStatus: http.StatusUnauthorized},
+		{name: "a token that is not valid", authorization: "Bearer made-up", wantStatus: http.StatusUnauthorized, wantReviews: 1},
+		{name: "allowed", authorization: "Bearer " + scraperToken, wantStatus: http.StatusOK, wantBody: "vidra_reconciles_total 1", wantReviews: 1},
+		{name: "allowed, scheme in lower case", authorization: "bearer " + scraperToken, wantStatus: http.StatusOK, wantBody: "vidra_reconciles_total", wantReviews: 1},
+		{name: "allowed, HEAD", method: http.MethodHead, authorization: "Bearer " + scraperToken, wantStatus: http.StatusOK, wantReviews: 1},
+		{name: "a valid token whose identity may not get it", authorization: "Bearer " + strangerToken, wantStatus: http.StatusForbidden, wantBody: stranger, wantReviews: 1},
+		{name: "a method other than get", method: http.MethodPost, authorization: "Bearer " + scraperToken, wantStatus: http.StatusMethodNotAllowed},
+		{name: "the TokenReview fails", authorization: "Bearer " + scraperToken, tokenErr: apiDown, wantStatus: http.StatusServiceUnavailable, wantReviews: 1},
+		{name: "the SubjectAccessReview fails", authorization: "Bearer " + scraperToken, sarErr: apiDown, wantStatus: http.StatusServiceUnavailable, wantReviews: 1},
+		{name: "the operator may not review", authorization: "Bearer " + scraperToken, tokenErr: operatorForbidden, wantStatus: http.StatusInternalServerError, wantReviews: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReviewer()
+			r.tokenErr, r.sarErr = tc.tokenErr, tc.sarErr
+			h := NewAuthorizer(Options{Client: r.clientset(), Clock: testingclock.NewFakeClock(t0)}).Wrap(metricsHandler())
+			method := tc.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			w := scrape(h, method, tc.authorization)
+			if w.Code != tc.wantStatus {
+				t.Fatalf("status %d, want %d; body %q", w.Code, tc.wantStatus, w.Body.String())
+			}
+			if !strings.Contains(w.Body.String(), tc.wantBody) {
+				t.Errorf("body %q lacks %q", w.Body.String(), tc.wantBody)
+			}
+			if w.Code != http.StatusOK && strings.Contains(w.Body.String(), "vidra_") {
+				t.Errorf("a refused request got metrics: %q", w.Body.String())
+			}
+			if got := r.tokenReviews(); got != tc.wantReviews {
+				t.Errorf("%d TokenReviews, want %d", got, tc.wantReviews)
+			}
+			switch w.Code {
+			case http.StatusUnauthorized:
+				if w.Header().Get("WWW-Authenticate") == "" {
+					t.Error("a 401 without WWW-Authenticate")
+				}
+			case http.StatusServiceUnavailable:
+				if w.Header().Get("Retry-After") == "" {
+					t.Error("a 503 without Retry-After")
+				}
+			}
+		})
+	}
+}
+
+// The SubjectAccessReview asks about the reviewed identity, all of it, and
+// about getting the path.
+func TestTheAccessReviewAsksForTheTokensIdentity(t *testing.T) {
+	r := newReviewer()
+	h := NewAuthorizer(Options{Client: r.clientset()}).Wrap(metricsHandler())
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	if len(r.sars) != 1 {
+		t.Fatalf("%d SubjectAccessReviews, want 1", len(r.sars))
+	}
+	got, user := r.sars[0], r.tokens[scraperToken]
+	if got.User != user.Username || got.UID != user.UID || strings.Join(got.Groups, ",") != strings.Join(user.Groups, ",") {
+		t.Errorf("review of user %q uid %q groups %v, want %q %q %v", got.User, got.UID, got.Groups, user.Username, user.UID, user.Groups)
+	}
+	if v := got.Extra["authentication.kubernetes.io/pod-name"]; len(v) != 1 || v[0] != "prometheus-0" {
+		t.Errorf("review extra %v, want the token's", got.Extra)
+	}
+	if got.ResourceAttributes != nil || got.NonResourceAttributes == nil || *got.NonResourceAttributes != (authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}) {
+		t.Errorf("review of %+v / %+v, want get of the non-resource URL /metrics", got.ResourceAttributes, got.NonResourceAttributes)
+	}
+}
+
+func TestDecisionsAreCachedUntilTheyExpire(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		token  string
+		status int
+		ttl    time.Duration
+	}{
+		{"allowed", scraperToken, http.StatusOK, DefaultAllowTTL},
+		{"forbidden", strangerToken, http.StatusForbidden, DefaultDenyTTL},
+		{"not valid", "made-up", http.StatusUnauthorized, DefaultDenyTTL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReviewer()
+			clk := testingclock.NewFakeClock(t0)
+			h := NewAuthorizer(Options{Client: r.clientset(), Clock: clk}).Wrap(metricsHandler())
+			check := func(when string, wantReviews int) {
+				t.Helper()
+				if w := scrape(h, http.MethodGet, "Bearer "+tc.token); w.Code != tc.status {
+					t.Fatalf("%s: status %d, want %d", when, w.Code, tc.status)
+				}
+				if got := r.tokenReviews(); got != wantReviews {
+					t.Fatalf("%s: %d TokenReviews in all, want %d", when, got, wantReviews)
+				}
+			}
+			check("first request", 1)
+			check("at once again", 1)
+			clk.Step(tc.ttl - time.Second)
+			check("just before the decision expires", 1)
+			clk.Step(time.Second)
+			check("once it expired", 2)
+		})
+	}
+}
+
+// A decision follows the API server's: a binding removed shows once the
+// allowed decision expired.
+func TestARevokedRightShowsOnceTheDecisionExpired(t *testing.T) {
+	r := newReviewer()
+	clk := testingclock.NewFakeClock(t0)
+	h := NewAuthorizer(Options{Client: r.clientset(), Clock: clk}).Wrap(metricsHandler())
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	r.set(func(r *reviewer) { delete(r.allowed, scraper) })
+	clk.Step(DefaultAllowTTL)
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusForbidden {
+		t.Fatalf("after the right was removed and the decision expired: status %d, want 403", w.Code)
+	}
+}
+
+// Failed reviews are not remembered: the next request asks again.
+func TestFailedReviewsAreNotCached(t *testing.T) {
+	r := newReviewer()
+	r.tokenErr = apierrors.NewServiceUnavailable("etcd is gone")
+	h := NewAuthorizer(Options{Client: r.clientset(), Clock: testingclock.NewFakeClock(t0)}).Wrap(metricsHandler())
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+	r.set(func(r *reviewer) { r.tokenErr = nil })
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusOK {
+		t.Fatalf("once the API server answers: status %d, want 200", w.Code)
+	}
+}
+
+// A flood of made-up tokens keeps the caches at their bound, and does not
+// push out the scraper's allowed decision.
+func TestTheCachesStayBoundedUnderAFloodOfTokens(t *testing.T) {
+	r := newReviewer()
+	a := NewAuthorizer(Options{Client: r.clientset(), Clock: testingclock.NewFakeClock(t0)})
+	h := a.Wrap(metricsHandler())
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	const flood = 4 * DefaultCacheSize
+	for i := range flood {
+		if w := scrape(h, http.MethodGet, fmt.Sprintf("Bearer made-up-%d", i)); w.Code != http.StatusUnauthorized {
+			t.Fatalf("made-up token %d: status %d", i, w.Code)
+		}
+	}
+	if a.refused.Len() != DefaultCacheSize {
+		t.Errorf("%d refused decisions kept after %d made-up tokens, want the bound %d", a.refused.Len(), flood, DefaultCacheSize)
+	}
+	before := r.tokenReviews()
+	if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != http.StatusOK {
+		t.Fatalf("the scraper after the flood: status %d", w.Code)
+	}
+	if r.tokenReviews() != before {
+		t.Error("the flood pushed the scraper's decision out of the cache: it was reviewed again")
+	}
+
+	// Allowed tokens are bounded too.
+	for i := range flood {
+		r.set(func(r *reviewer) {
+			r.tokens[fmt.Sprintf("allowed-%d", i)] = authenticationv1.UserInfo{Username: scraper}
+		})
+		if w := scrape(h, http.MethodGet, fmt.Sprintf("Bearer allowed-%d", i)); w.Code != http.StatusOK {
+			t.Fatalf("allowed token %d: status %d", i, w.Code)
+		}
+	}
+	if a.allowed.Len() != DefaultCacheSize {
+		t.Errorf("%d allowed decisions kept after %d tokens, want the bound %d", a.allowed.Len(), flood, DefaultCacheSize)
+	}
+}
+
+// At most MaxReviews reviews run at once; a request past them waits
+// QueueWait, then is refused with 503 without reaching the API server.
+func TestReviewsInFlightAreBounded(t *testing.T) {
+	const maxReviews = 3
+	r := newReviewer()
+	client := r.clientset()
+	release := make(chan struct{})
+	// Holds every review until released. The fake clientset runs its
+	// reactors one at a time, so the first review waits here and the others
+	// behind it: all of them hold their slots.
+	client.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		<-release
+		return false, nil, nil
+	})
+	clk := testingclock.NewFakeClock(t0)
+	a := NewAuthorizer(Options{Client: client, Clock: clk, MaxReviews: maxReviews, QueueWait: time.Second})
+	h := a.Wrap(metricsHandler())
+	for i := range maxReviews + 1 {
+		r.tokens[fmt.Sprintf("token-%d", i)] = authenticationv1.UserInfo{Username: scraper}
+	}
+
+	codes := make(chan int, maxReviews)
+	for i := range maxReviews {
+		go func() { codes <- scrape(h, http.MethodGet, fmt.Sprintf("Bearer token-%d", i)).Code }()
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(a.slots) == maxReviews, nil
+	}); err != nil {
+		t.Fatalf("%d reviews in flight, want %d", len(a.slots), maxReviews)
+	}
+
+	late := make(chan *httptest.ResponseRecorder, 1)
+	go func() { late <- scrape(h, http.MethodGet, fmt.Sprintf("Bearer token-%d", maxReviews)) }()
+	// The late request waits on the clock for a slot; past QueueWait it
+	// gives up.
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return clk.HasWaiters(), nil
+	}); err != nil {
+		t.Fatal("the request past the bound does not wait for a slot")
+	}
+	clk.Step(time.Second)
+	w := <-late
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("the request past the bound: status %d (Retry-After %q), want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+
+	close(release)
+	for range maxReviews {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a request within the bound: status %d, want 200", code)
+		}
+	}
+	r.mu.Lock()
+	reviewed := append([]string(nil), r.reviewed...)
+	r.mu.Unlock()
+	if len(reviewed) != maxReviews {
+		t.Errorf("%d TokenReviews, want %d: %v", len(reviewed), maxReviews, reviewed)
+	}
+	for _, token := range reviewed {
+		if token == fmt.Sprintf("token-%d", maxReviews) {
+			t.Error("the request refused for the bound reached the API server")
+		}
+	}
+	// Every slot was given back.
+	if w := scrape(h, http.MethodGet, fmt.Sprintf("Bearer token-%d", maxReviews)); w.Code != http.StatusOK {
+		t.Errorf("once the reviews ended: status %d, want 200", w.Code)
+	}
+}
+
+// No token reaches a log line, from the authorizer or from client-go, which
+// logs request bodies at verbosity 8, whatever the verbosity and whatever
+// the outcome.
+func TestTokensAreNeverLogged(t *testing.T) {
+	r := newReviewer()
+	// The API server's review endpoints over HTTP, so that client-go's
+	// request logging runs.
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var out any
+		var err error
+		switch req.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var in authenticationv1.TokenReview
+			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
+				out, err = r.tokenReview(&in)
+			}
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var in authorizationv1.SubjectAccessReview
+			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
+				out, err = r.subjectAccessReview(&in)
+			}
+		default:
+			http.NotFound(w, req)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer api.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 10})
+	// client-go logs with the logger of a request's context, else klog's.
+	klog.SetLoggerWithOptions(logger, klog.ContextualLogger(true))
+	defer klog.ClearLogger()
+
+	h := NewAuthorizer(Options{Client: client, Logger: logger}).Wrap(metricsHandler())
+	tokens := map[string]int{scraperToken: http.StatusOK, strangerToken: http.StatusForbidden, "made-up-token": http.StatusUnauthorized}
+	for token, status := range tokens {
+		if w := scrape(h, http.MethodGet, "Bearer "+token); w.Code != status {
+			t.Fatalf("status %d, want %d: %s", w.Code, status, w.Body)
+		}
+	}
+	r.set(func(r *reviewer) { r.tokenErr = errors.New("etcd is gone") })
+	if w := scrape(h, http.MethodGet, "Bearer token-during-an-outage"); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+	tokens["token-during-an-outage"] = 0
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) == 0 {
+		t.Fatal("nothing was logged: the check would not see a token")
+	}
+	for _, line := range lines {
+		for token := range tokens {
+			if strings.Contains(line, token) {
+				t.Errorf("a log line holds a token: %s", line)
+			}
+		}
+	}
+}
