@@ -189,14 +189,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube}
 	if opts.MetricsSecure {
-		// A client of its own, with a rate limit of its own: reviews of
-		// scrapers' tokens, however many a hostile client makes the
-		// endpoint ask for, never take the reconciles' share of the
-		// client-side limit.
-		reviewConfig := rest.CopyConfig(kubeConfig)
-		reviewConfig.QPS, reviewConfig.Burst, reviewConfig.RateLimiter = 20, 40, nil
-		if o.reviews, err = kubernetes.NewForConfig(reviewConfig); err != nil {
-			return nil, fmt.Errorf("token review client: %w", err)
+		if o.reviews, err = newReviewClient(kubeConfig); err != nil {
+			return nil, err
 		}
 	}
 	var ctrl *controller.Controller
@@ -285,6 +279,30 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	ctrlMu.Unlock()
 	o.Controller = c
 	return o, nil
+}
+
+// The client-side limit of the token reviews. 20 a second bounds what a
+// flood of made-up tokens costs the API server, and is far more than a few
+// scrapers ask for, whose decisions last a minute; the burst of 40 lets a
+// few rounds of the reviews in flight (4 tokens of two requests each) pass
+// without waiting.
+const (
+	reviewQPS   = 20
+	reviewBurst = 40
+)
+
+// newReviewClient returns the client of MetricsSecure's token reviews: a
+// client of its own, with a rate limit of its own, so that reviews of
+// scrapers' tokens, however many a hostile client makes the endpoint ask
+// for, never take the reconciles' share of the client-side limit.
+func newReviewClient(base *rest.Config) (kubernetes.Interface, error) {
+	config := rest.CopyConfig(base)
+	config.QPS, config.Burst, config.RateLimiter = reviewQPS, reviewBurst, nil
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("token review client: %w", err)
+	}
+	return client, nil
 }
 
 // Run serves metrics and probes, starts the informers and, once this replica

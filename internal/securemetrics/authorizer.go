@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,7 +55,7 @@ type Options struct {
 	// get; default /metrics.
 	Path string
 	// AllowTTL and DenyTTL are how long an allowed, or refused, decision
-	// is reused.
+	// is reused, from the start of its review.
 	AllowTTL, DenyTTL time.Duration
 	// CacheSize bounds the decisions kept, allowed and refused each.
 	CacheSize int
@@ -66,7 +67,8 @@ type Options struct {
 	ReviewTimeout time.Duration
 	// Clock tells the age of cached decisions and times the queue wait.
 	Clock clock.Clock
-	// Logger receives refusals (at debug level) and failed reviews.
+	// Logger receives the refusals a review decided (at debug level) and
+	// failed reviews, each at most every 10 s.
 	Logger klog.Logger
 }
 
@@ -80,11 +82,15 @@ type Authorizer struct {
 	// anyone can make up by the thousand, only ever evict each other, never
 	// a scraper's allowed decision.
 	allowed, refused *lru.Cache
+	// mu makes a look-up, or a store, in the two caches one step: a store
+	// reads what is cached before it writes, and a look-up removes what
+	// expired, which must not be a decision stored in between.
+	mu sync.Mutex
 	// slots holds a token per review in flight.
 	slots chan struct{}
-	// failures keeps an API server that cannot answer, under a flood of
-	// requests, from writing a log line per request.
-	failures rate.Sometimes
+	// failures and refusals keep an API server that cannot answer, or a
+	// client sending made-up tokens, from writing a log line per request.
+	failures, refusals rate.Sometimes
 }
 
 type verdict int
@@ -99,8 +105,12 @@ const (
 type decision struct {
 	verdict verdict
 	// user is the reviewed identity, for the 403 message and the logs.
-	user    string
-	expires time.Time
+	user string
+	// reviewed is when its reviews started: the API server answered for
+	// its state at some time after, so an age counted from here errs
+	// towards expiring the decision early.
+	reviewed time.Time
+	expires  time.Time
 }
 
 // reviewError is a review that did not answer: the request is refused with
@@ -147,6 +157,9 @@ func NewAuthorizer(opts Options) *Authorizer {
 		refused:  lru.New(opts.CacheSize),
 		slots:    make(chan struct{}, opts.MaxReviews),
 		failures: rate.Sometimes{Interval: 10 * time.Second},
+		// As often as a refused scraper is reviewed again (DenyTTL): one
+		// alone has each of its refusals logged.
+		refusals: rate.Sometimes{Interval: 10 * time.Second},
 	}
 }
 
@@ -155,15 +168,16 @@ func NewAuthorizer(opts Options) *Authorizer {
 // accepts, 403 when the token's identity may not get the path, 503 when the
 // reviews cannot be made now (the API server does not answer, or too many
 // are in flight: a scraper tries again at its next interval), and 500 when
-// the operator itself may not create them, a fault of its install that no
-// retry mends.
+// the API server refuses the operator itself the reviews, a fault of its
+// install or its credentials that no retry of the scraper mends. Every
+// refusal closes its connection.
 func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The review asks for the verb get, which the API server maps from
 		// GET and HEAD only.
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "Method not allowed", http.StatusMethodNotAllowed)
+			refuse(w, http.StatusMethodNotAllowed, "Method not allowed")
 			return
 		}
 		token, ok := bearerToken(r.Header.Get("Authorization"))
@@ -171,7 +185,7 @@ func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 			a.unauthorized(w)
 			return
 		}
-		d, err := a.decide(r.Context(), token)
+		d, reviewed, err := a.decide(r.Context(), token)
 		if err != nil {
 			var re *reviewError
 			if !errors.As(err, &re) {
@@ -182,28 +196,47 @@ func (a *Authorizer) Wrap(next http.Handler) http.Handler {
 			})
 			if re.status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "5")
-				http.Error(w, "Service Unavailable: the token could not be checked now; try again", re.status)
+				refuse(w, re.status, "Service Unavailable: the token could not be checked now; try again")
 				return
 			}
-			http.Error(w, "Internal Server Error: the operator may not check tokens; its log says why", re.status)
+			refuse(w, re.status, "Internal Server Error: the operator may not check tokens; its log says why")
 			return
 		}
+		// Only refusals a review decided are logged: one from the cache was
+		// up for logging when it was reviewed, and a client repeating a
+		// refused token must not write a line per request.
 		switch d.verdict {
 		case allow:
 			next.ServeHTTP(w, r)
 		case unauthenticated:
-			a.logger.V(1).Info("Refused a request: its token is not valid", "path", a.opts.Path, "remote", r.RemoteAddr)
+			if reviewed {
+				a.refusals.Do(func() {
+					a.logger.V(1).Info("Refused a request: its token is not valid", "path", a.opts.Path, "remote", r.RemoteAddr)
+				})
+			}
 			a.unauthorized(w)
 		default:
-			a.logger.V(1).Info("Refused a request: its identity may not get the path", "path", a.opts.Path, "user", d.user, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: user %q may not get path %q (bind it to a ClusterRole allowing it, such as vidra-metrics-reader)", d.user, a.opts.Path), http.StatusForbidden)
+			if reviewed {
+				a.refusals.Do(func() {
+					a.logger.V(1).Info("Refused a request: its identity may not get the path", "path", a.opts.Path, "user", d.user, "remote", r.RemoteAddr)
+				})
+			}
+			refuse(w, http.StatusForbidden, fmt.Sprintf("Forbidden: user %q may not get path %q (bind it to a ClusterRole allowing it, such as vidra-metrics-reader)", d.user, a.opts.Path))
 		}
 	})
 }
 
 func (a *Authorizer) unauthorized(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="vidra"`)
-	http.Error(w, "Unauthorized: send a bearer token the API server accepts (Authorization: Bearer <token>)", http.StatusUnauthorized)
+	refuse(w, http.StatusUnauthorized, "Unauthorized: send a bearer token the API server accepts (Authorization: Bearer <token>)")
+}
+
+// refuse answers status and closes the connection after the answer: a
+// refused client has nothing more to ask on it, and kept alive it would hold
+// one of the server's capped connections for the idle timeout.
+func refuse(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, message, status)
 }
 
 // bearerToken reads the token of an Authorization header; the scheme is
@@ -217,41 +250,42 @@ func bearerToken(header string) (string, bool) {
 	return token, token != ""
 }
 
-// decide returns the decision for token, from the cache or from reviews.
-// The cache is keyed by the token's SHA-256, so that no token stays in the
-// process's memory after its request.
-func (a *Authorizer) decide(ctx context.Context, token string) (decision, error) {
+// decide returns the decision for token, from the cache or from reviews,
+// and whether reviews made it. The cache is keyed by the token's SHA-256, so
+// that no token stays in the process's memory after its request.
+func (a *Authorizer) decide(ctx context.Context, token string) (decision, bool, error) {
 	key := sha256.Sum256([]byte(token))
 	if d, ok := a.cached(key); ok {
-		return d, nil
+		return d, false, nil
 	}
 	if err := a.acquire(ctx); err != nil {
-		return decision{}, err
+		return decision{}, false, err
 	}
 	defer func() { <-a.slots }()
 	// A request with the same token may have been reviewed while this one
 	// waited for its slot.
 	if d, ok := a.cached(key); ok {
-		return d, nil
+		return d, false, nil
 	}
 	d, err := a.review(ctx, token)
 	if err != nil {
-		return decision{}, err
+		return decision{}, false, err
 	}
+	ttl := a.opts.DenyTTL
 	if d.verdict == allow {
-		d.expires = a.opts.Clock.Now().Add(a.opts.AllowTTL)
-		a.refused.Remove(key)
-		a.allowed.Add(key, d)
-	} else {
-		d.expires = a.opts.Clock.Now().Add(a.opts.DenyTTL)
-		a.allowed.Remove(key)
-		a.refused.Add(key, d)
+		ttl = a.opts.AllowTTL
 	}
-	return d, nil
+	// From the start of the reviews, not their end: a slow answer must not
+	// stretch how long a token revoked meanwhile still gets in.
+	d.expires = d.reviewed.Add(ttl)
+	a.remember(key, d)
+	return d, true, nil
 }
 
 // cached returns the unexpired decision for key, if there is one.
 func (a *Authorizer) cached(key [sha256.Size]byte) (decision, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := a.opts.Clock.Now()
 	for _, c := range []*lru.Cache{a.allowed, a.refused} {
 		v, ok := c.Get(key)
@@ -264,6 +298,30 @@ func (a *Authorizer) cached(key [sha256.Size]byte) (decision, bool) {
 		c.Remove(key)
 	}
 	return decision{}, false
+}
+
+// remember caches d for key, unless a later review's decision is cached
+// already. Requests with one token that find no decision are reviewed at
+// once, each in its own slot; the review that answers last need not be the
+// one that saw the API server's latest state, and a slow permission must not
+// replace a refusal reviewed after the right was removed.
+func (a *Authorizer) remember(key [sha256.Size]byte, d decision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	into, other := a.allowed, a.refused
+	if d.verdict != allow {
+		into, other = a.refused, a.allowed
+	}
+	for _, c := range []*lru.Cache{into, other} {
+		if v, ok := c.Get(key); ok && v.(decision).reviewed.After(d.reviewed) {
+			return
+		}
+	}
+	// The other cache may hold an earlier review's decision: left there, a
+	// permission would outlive the refusal that replaced it, since cached
+	// looks at permissions first.
+	other.Remove(key)
+	into.Add(key, d)
 }
 
 // acquire takes a review slot, waiting up to QueueWait for one. A request
@@ -297,6 +355,7 @@ func (a *Authorizer) review(ctx context.Context, token string) (decision, error)
 	// client-go logs request bodies, the token's included, at verbosity 8
 	// and more, with the logger of the request's context: none here.
 	ctx = klog.NewContext(ctx, logr.Discard())
+	reviewed := a.opts.Clock.Now()
 	// No audiences: the API server checks the token against its own, as it
 	// does for a request made with it, so a ServiceAccount token that can
 	// call the API server can scrape.
@@ -306,7 +365,7 @@ func (a *Authorizer) review(ctx context.Context, token string) (decision, error)
 		return decision{}, failed("create a TokenReview", err)
 	}
 	if !tr.Status.Authenticated {
-		return decision{verdict: unauthenticated}, nil
+		return decision{verdict: unauthenticated, reviewed: reviewed}, nil
 	}
 	user := tr.Status.User
 	var extra map[string]authorizationv1.ExtraValue
@@ -326,18 +385,23 @@ func (a *Authorizer) review(ctx context.Context, token string) (decision, error)
 		return decision{}, failed(fmt.Sprintf("create a SubjectAccessReview for user %q", user.Username), err)
 	}
 	if !sar.Status.Allowed || sar.Status.Denied {
-		return decision{verdict: forbidden, user: user.Username}, nil
+		return decision{verdict: forbidden, user: user.Username, reviewed: reviewed}, nil
 	}
-	return decision{verdict: allow, user: user.Username}, nil
+	return decision{verdict: allow, user: user.Username, reviewed: reviewed}, nil
 }
 
-// failed classifies a review the API server did not answer: refused to the
-// operator itself is its install's fault (500), anything else may pass
-// (503).
+// failed classifies a review the API server did not answer. Refused to the
+// operator itself, it is a fault of the operator's install (403: its
+// ClusterRole lacks the reviews) or of its own credentials (401), which no
+// retry of the scraper mends: 500. Anything else may pass: 503.
 func failed(what string, err error) error {
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+	switch {
+	case apierrors.IsForbidden(err):
 		return &reviewError{status: http.StatusInternalServerError,
 			err: fmt.Errorf("%s: the operator may not (its ClusterRole needs create on tokenreviews and subjectaccessreviews): %w", what, err)}
+	case apierrors.IsUnauthorized(err):
+		return &reviewError{status: http.StatusInternalServerError,
+			err: fmt.Errorf("%s: the API server does not accept the operator's own credentials: %w", what, err)}
 	}
 	return &reviewError{status: http.StatusServiceUnavailable, err: fmt.Errorf("%s: %w", what, err)}
 }

@@ -2,6 +2,7 @@ package securemetrics
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +49,21 @@ type reviewer struct {
 	sarErr   error
 	reviewed []string
 	sars     []authorizationv1.SubjectAccessReviewSpec
+	// holdTokenReviews and holdSARs, when set, receive each answer of
+	// their reviews, which waits until the test releases it (see hold).
+	holdTokenReviews, holdSARs chan held
+	// stop lets every answer held go, when the test ends.
+	stop chan struct{}
+}
+
+// held is a review the API server decided, whose answer waits until release
+// is closed.
+type held struct {
+	// token is a TokenReview's; user and allowed a SubjectAccessReview's.
+	token   string
+	user    string
+	allowed bool
+	release chan struct{}
 }
 
 func newReviewer() *reviewer {
@@ -57,36 +74,81 @@ func newReviewer() *reviewer {
 			strangerToken: {Username: stranger, UID: "uid-2", Groups: []string{"system:authenticated"}},
 		},
 		allowed: map[string]bool{scraper: true},
+		stop:    make(chan struct{}),
+	}
+}
+
+// hold makes the API server decide each review of resource ("tokenreviews"
+// or "subjectaccessreviews") at once, as it arrives, but answer only once
+// the test releases it: a slow answer, driven step by step. The reviews
+// decided are sent on the channel returned.
+func (r *reviewer) hold(t *testing.T, resource string) <-chan held {
+	ch := make(chan held)
+	r.set(func(r *reviewer) {
+		if resource == "tokenreviews" {
+			r.holdTokenReviews = ch
+		} else {
+			r.holdSARs = ch
+		}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-r.stop:
+		default:
+			close(r.stop)
+		}
+	})
+	return ch
+}
+
+// wait holds an answer back, if the test asked for it.
+func (r *reviewer) wait(hold chan held, h held) {
+	if hold == nil {
+		return
+	}
+	h.release = make(chan struct{})
+	select {
+	case hold <- h:
+	case <-r.stop:
+		return
+	}
+	select {
+	case <-h.release:
+	case <-r.stop:
 	}
 }
 
 func (r *reviewer) tokenReview(in *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.reviewed = append(r.reviewed, in.Spec.Token)
-	if r.tokenErr != nil {
-		return nil, r.tokenErr
-	}
+	hold, err := r.holdTokenReviews, r.tokenErr
 	out := in.DeepCopy()
 	if user, ok := r.tokens[in.Spec.Token]; ok {
 		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: user}
 	} else {
 		out.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
 	}
+	r.mu.Unlock()
+	r.wait(hold, held{token: in.Spec.Token})
+	if err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
 func (r *reviewer) subjectAccessReview(in *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.sars = append(r.sars, in.Spec)
-	if r.sarErr != nil {
-		return nil, r.sarErr
-	}
+	hold, err := r.holdSARs, r.sarErr
 	out := in.DeepCopy()
 	ok := r.allowed[in.Spec.User] && in.Spec.NonResourceAttributes != nil &&
 		in.Spec.NonResourceAttributes.Path == "/metrics" && in.Spec.NonResourceAttributes.Verb == "get"
 	out.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: ok}
+	r.mu.Unlock()
+	r.wait(hold, held{user: in.Spec.User, allowed: ok})
+	if err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -103,7 +165,8 @@ func (r *reviewer) set(f func(r *reviewer)) {
 	f(r)
 }
 
-// clientset is a fake clientset whose reviews r answers.
+// clientset is a fake clientset whose reviews r answers. It runs one
+// reactor at a time: a review held back holds back every other one.
 func (r *reviewer) clientset() *fake.Clientset {
 	c := fake.NewClientset()
 	c.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -115,6 +178,44 @@ func (r *reviewer) clientset() *fake.Clientset {
 		return true, out, err
 	})
 	return c
+}
+
+// server serves r's reviews over HTTP, as the API server does, until the
+// test ends, and returns a client of it: requests are then answered
+// concurrently, and client-go's request logging runs.
+func (r *reviewer) server(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var out any
+		var err error
+		switch req.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var in authenticationv1.TokenReview
+			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
+				out, err = r.tokenReview(&in)
+			}
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var in authorizationv1.SubjectAccessReview
+			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
+				out, err = r.subjectAccessReview(&in)
+			}
+		default:
+			http.NotFound(w, req)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(api.Close)
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 // metricsHandler serves a registry with one of Vidra's metrics.
@@ -136,11 +237,33 @@ func scrape(h http.Handler, method, authorization string) *httptest.ResponseReco
 	return w
 }
 
+// scrapeAsync scrapes on a goroutine of its own; the status comes on the
+// channel returned.
+func scrapeAsync(h http.Handler, authorization string) <-chan int {
+	code := make(chan int, 1)
+	go func() { code <- scrape(h, http.MethodGet, authorization).Code }()
+	return code
+}
+
+// receive waits for what comes on ch, for 30 s at most.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for %s", what)
+		panic("unreachable")
+	}
+}
+
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
 func TestRequestsAreAnsweredByTheirReviews(t *testing.T) {
 	apiDown := apierrors.NewServiceUnavailable("etcd is gone")
 	operatorForbidden := apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("no rule"))
+	sarForbidden := apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "", errors.New("no rule"))
+	operatorUnauthorized := apierrors.NewUnauthorized("the operator's token has expired")
 	for _, tc := range []struct {
 		name          string
 		method        string
@@ -163,6 +286,9 @@ func TestRequestsAreAnsweredByTheirReviews(t *testing.T) {
 		{name: "the TokenReview fails", authorization: "Bearer " + scraperToken, tokenErr: apiDown, wantStatus: http.StatusServiceUnavailable, wantReviews: 1},
 		{name: "the SubjectAccessReview fails", authorization: "Bearer " + scraperToken, sarErr: apiDown, wantStatus: http.StatusServiceUnavailable, wantReviews: 1},
 		{name: "the operator may not review", authorization: "Bearer " + scraperToken, tokenErr: operatorForbidden, wantStatus: http.StatusInternalServerError, wantReviews: 1},
+		{name: "the operator may not review access", authorization: "Bearer " + scraperToken, sarErr: sarForbidden, wantStatus: http.StatusInternalServerError, wantReviews: 1},
+		{name: "the operator's credentials are refused", authorization: "Bearer " + scraperToken, tokenErr: operatorUnauthorized, wantStatus: http.StatusInternalServerError, wantReviews: 1},
+		{name: "the operator's credentials are refused a review of access", authorization: "Bearer " + scraperToken, sarErr: operatorUnauthorized, wantStatus: http.StatusInternalServerError, wantReviews: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReviewer()
@@ -184,6 +310,10 @@ func TestRequestsAreAnsweredByTheirReviews(t *testing.T) {
 			}
 			if got := r.tokenReviews(); got != tc.wantReviews {
 				t.Errorf("%d TokenReviews, want %d", got, tc.wantReviews)
+			}
+			// A refused client may not keep its connection for another try.
+			if got := w.Header().Get("Connection"); (w.Code != http.StatusOK) != (got == "close") {
+				t.Errorf("status %d with Connection %q", w.Code, got)
 			}
 			switch w.Code {
 			case http.StatusUnauthorized:
@@ -400,38 +530,7 @@ func TestReviewsInFlightAreBounded(t *testing.T) {
 // the outcome.
 func TestTokensAreNeverLogged(t *testing.T) {
 	r := newReviewer()
-	// The API server's review endpoints over HTTP, so that client-go's
-	// request logging runs.
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var out any
-		var err error
-		switch req.URL.Path {
-		case "/apis/authentication.k8s.io/v1/tokenreviews":
-			var in authenticationv1.TokenReview
-			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
-				out, err = r.tokenReview(&in)
-			}
-		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
-			var in authorizationv1.SubjectAccessReview
-			if err = json.NewDecoder(req.Body).Decode(&in); err == nil {
-				out, err = r.subjectAccessReview(&in)
-			}
-		default:
-			http.NotFound(w, req)
-			return
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	defer api.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := r.server(t)
 
 	var mu sync.Mutex
 	var lines []string
@@ -468,5 +567,225 @@ func TestTokensAreNeverLogged(t *testing.T) {
 				t.Errorf("a log line holds a token: %s", line)
 			}
 		}
+	}
+}
+
+// A decision is as old as its reviews' start, when the API server had not
+// answered yet: a slow answer does not lengthen how long it is reused, nor,
+// for a permission, how long a right removed meanwhile still lets in.
+func TestADecisionAgesFromTheStartOfItsReviews(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		token  string
+		status int
+		ttl    time.Duration
+	}{
+		{"allowed", scraperToken, http.StatusOK, DefaultAllowTTL},
+		{"forbidden", strangerToken, http.StatusForbidden, DefaultDenyTTL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReviewer()
+			tokenReviews, sars := r.hold(t, "tokenreviews"), r.hold(t, "subjectaccessreviews")
+			clk := testingclock.NewFakeClock(t0)
+			h := NewAuthorizer(Options{Client: r.clientset(), Clock: clk, ReviewTimeout: time.Minute}).Wrap(metricsHandler())
+			code := scrapeAsync(h, "Bearer "+tc.token)
+			// Each review answers 2 s after it was asked.
+			review := receive(t, tokenReviews, "the TokenReview")
+			clk.Step(2 * time.Second)
+			close(review.release)
+			review = receive(t, sars, "the SubjectAccessReview")
+			clk.Step(2 * time.Second)
+			close(review.release)
+			if got := receive(t, code, "the answer"); got != tc.status {
+				t.Fatalf("status %d, want %d", got, tc.status)
+			}
+			r.set(func(r *reviewer) { r.holdTokenReviews, r.holdSARs = nil, nil })
+
+			clk.SetTime(t0.Add(tc.ttl - time.Nanosecond))
+			if w := scrape(h, http.MethodGet, "Bearer "+tc.token); w.Code != tc.status || r.tokenReviews() != 1 {
+				t.Fatalf("just before the TTL since the reviews started: status %d, %d TokenReviews in all; want %d from the cache", w.Code, r.tokenReviews(), tc.status)
+			}
+			clk.SetTime(t0.Add(tc.ttl))
+			if w := scrape(h, http.MethodGet, "Bearer "+tc.token); w.Code != tc.status || r.tokenReviews() != 2 {
+				t.Fatalf("the TTL after the reviews started: status %d, %d TokenReviews in all; want %d from a new review", w.Code, r.tokenReviews(), tc.status)
+			}
+		})
+	}
+}
+
+// Two requests with one token that find no decision are each reviewed. The
+// right changes between the two reviews; whichever answers last, the cache
+// keeps the decision of the later one, and in one cache only.
+func TestAnEarlierReviewNeverReplacesALaterOne(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// earlierAllowed is the earlier review's answer; the later one
+		// answers the opposite.
+		earlierAllowed bool
+		// earlierAnswersFirst is the order of the answers.
+		earlierAnswersFirst bool
+	}{
+		{"a permission answered late does not replace a later refusal", true, false},
+		{"a later refusal replaces a permission", true, true},
+		{"a refusal answered late does not replace a later permission", false, false},
+		{"a later permission replaces a refusal", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status := map[bool]int{true: http.StatusOK, false: http.StatusForbidden}
+			r := newReviewer()
+			r.allowed[scraper] = tc.earlierAllowed
+			// Over HTTP, so that the two reviews run at once.
+			client := r.server(t)
+			sars := r.hold(t, "subjectaccessreviews")
+			clk := testingclock.NewFakeClock(t0)
+			a := NewAuthorizer(Options{Client: client, Clock: clk, ReviewTimeout: time.Minute})
+			h := a.Wrap(metricsHandler())
+
+			earlierCode := scrapeAsync(h, "Bearer "+scraperToken)
+			earlier := receive(t, sars, "the earlier review")
+			r.set(func(r *reviewer) { r.allowed[scraper] = !tc.earlierAllowed })
+			clk.Step(time.Second)
+			laterCode := scrapeAsync(h, "Bearer "+scraperToken)
+			later := receive(t, sars, "the later review")
+			if earlier.allowed != tc.earlierAllowed || later.allowed == tc.earlierAllowed {
+				t.Fatalf("the reviews decided %t then %t, want %t then the opposite", earlier.allowed, later.allowed, tc.earlierAllowed)
+			}
+			first, second := later, earlier
+			firstCode, secondCode := laterCode, earlierCode
+			if tc.earlierAnswersFirst {
+				first, second, firstCode, secondCode = earlier, later, earlierCode, laterCode
+			}
+			close(first.release)
+			if got := receive(t, firstCode, "the first answer"); got != status[first.allowed] {
+				t.Errorf("the request answered first: status %d, want its review's %d", got, status[first.allowed])
+			}
+			close(second.release)
+			if got := receive(t, secondCode, "the second answer"); got != status[second.allowed] {
+				t.Errorf("the request answered second: status %d, want its review's %d", got, status[second.allowed])
+			}
+
+			if w := scrape(h, http.MethodGet, "Bearer "+scraperToken); w.Code != status[later.allowed] {
+				t.Errorf("a request after both: status %d, want the later review's %d", w.Code, status[later.allowed])
+			}
+			if got := r.tokenReviews(); got != 2 {
+				t.Errorf("%d TokenReviews, want 2: the request after both is answered from the cache", got)
+			}
+			key := sha256.Sum256([]byte(scraperToken))
+			_, inAllowed := a.allowed.Get(key)
+			_, inRefused := a.refused.Get(key)
+			if inAllowed != later.allowed || inRefused == later.allowed {
+				t.Errorf("the token is in the allowed cache: %t, in the refused one: %t; want only the later decision's", inAllowed, inRefused)
+			}
+		})
+	}
+}
+
+// A request that waited for a review slot while another with its token was
+// reviewed takes that decision, without a review of its own.
+func TestAWaitingRequestTakesTheDecisionMadeMeanwhile(t *testing.T) {
+	const otherToken = "token-of-another-scraper"
+	r := newReviewer()
+	r.tokens[otherToken] = authenticationv1.UserInfo{Username: scraper}
+	tokenReviews := r.hold(t, "tokenreviews")
+	clk := testingclock.NewFakeClock(t0)
+	h := NewAuthorizer(Options{Client: r.clientset(), Clock: clk, MaxReviews: 1, ReviewTimeout: time.Minute}).Wrap(metricsHandler())
+
+	otherCode := scrapeAsync(h, "Bearer "+otherToken)
+	other := receive(t, tokenReviews, "the review holding the only slot")
+	const waiting = 2
+	codes := make(chan int, waiting)
+	for range waiting {
+		go func() { codes <- scrape(h, http.MethodGet, "Bearer "+scraperToken).Code }()
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return clk.Waiters() == waiting, nil
+	}); err != nil {
+		t.Fatalf("%d requests wait for the slot, want %d", clk.Waiters(), waiting)
+	}
+	close(other.release)
+	if got := receive(t, otherCode, "the other scraper's answer"); got != http.StatusOK {
+		t.Fatalf("the other scraper: status %d", got)
+	}
+	// One of the two waiting gets the slot and is reviewed.
+	review := receive(t, tokenReviews, "the review of the waiting requests' token")
+	if review.token != scraperToken {
+		t.Fatalf("reviewed %q, want the waiting requests' token", review.token)
+	}
+	close(review.release)
+	for range waiting {
+		select {
+		case code := <-codes:
+			if code != http.StatusOK {
+				t.Errorf("a waiting request: status %d, want 200", code)
+			}
+		case again := <-tokenReviews:
+			close(again.release)
+			t.Fatal("the second waiting request reviewed the token again")
+		case <-time.After(30 * time.Second):
+			t.Fatal("waited 30 s for the waiting requests")
+		}
+	}
+	if got := r.tokenReviews(); got != 2 {
+		t.Errorf("%d TokenReviews, want 2", got)
+	}
+}
+
+// countingLogger logs at debug level, counting its lines.
+func countingLogger() (klog.Logger, func() int) {
+	var mu sync.Mutex
+	n := 0
+	return funcr.New(func(string, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+		}, funcr.Options{Verbosity: 1}), func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return n
+		}
+}
+
+// A client repeating a refused token, or sending new ones, at debug level,
+// writes a few log lines, not a line a request.
+func TestAFloodOfRefusalsLogsAHandfulOfLines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		token  func(i int) string
+		status int
+	}{
+		{"a token that is not valid, again and again", func(int) string { return "made-up" }, http.StatusUnauthorized},
+		{"a token whose identity may not get it, again and again", func(int) string { return strangerToken }, http.StatusForbidden},
+		{"a new token that is not valid each time", func(i int) string { return fmt.Sprintf("made-up-%d", i) }, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, lines := countingLogger()
+			h := NewAuthorizer(Options{Client: newReviewer().clientset(), Clock: testingclock.NewFakeClock(t0), Logger: logger}).Wrap(metricsHandler())
+			for i := range 1000 {
+				if w := scrape(h, http.MethodGet, "Bearer "+tc.token(i)); w.Code != tc.status {
+					t.Fatalf("request %d: status %d, want %d", i, w.Code, tc.status)
+				}
+			}
+			if n := lines(); n == 0 || n > 3 {
+				t.Errorf("1000 refusals wrote %d log lines, want 1 to 3", n)
+			}
+		})
+	}
+}
+
+// Only a refusal a review decided is logged: one from the cache was logged
+// when it was reviewed.
+func TestRefusalsFromTheCacheAreNotLogged(t *testing.T) {
+	logger, lines := countingLogger()
+	a := NewAuthorizer(Options{Client: newReviewer().clientset(), Clock: testingclock.NewFakeClock(t0), Logger: logger})
+	// Every refusal that may be logged is, so that the count shows which.
+	a.refusals = rate.Sometimes{Every: 1}
+	h := a.Wrap(metricsHandler())
+	for _, token := range []string{"made-up", strangerToken} {
+		for range 100 {
+			_ = scrape(h, http.MethodGet, "Bearer "+token)
+		}
+	}
+	if n := lines(); n != 2 {
+		t.Errorf("2 reviews and 198 refusals from the cache wrote %d log lines, want 2", n)
 	}
 }
