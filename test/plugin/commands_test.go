@@ -280,6 +280,40 @@ func TestReconcileWaitsUntilTheOperatorHandledTheRequest(t *testing.T) {
 	}
 }
 
+// A person who may request a reconcile (get and patch) but not watch the
+// resource hears the API server's refusal at once, not, after the whole
+// timeout, that the operator may not be running.
+func TestReconcileWithoutTheRightToWatchSaysSo(t *testing.T) {
+	ns := namespace(t)
+	ready(t, ns, "web", configMap("a", "1"))
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "patch-vr"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{v1alpha1.ResourcePlural}, Verbs: []string{"get", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "patch-vr"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "patch-vr"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "patcher"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteUserKubeconfig(path, "patcher"); err != nil {
+		t.Fatal(err)
+	}
+	// The timeout outlasts runWith's own bound: only the refusal ends the
+	// command in time.
+	res := runWith(t, path, "", "reconcile", "web", "-n", ns, "--timeout", "10m").expect(t, 1)
+	if !strings.Contains(res.stderr, `User "patcher" cannot watch resource "vidraresources"`) && !strings.Contains(res.stderr, `User "patcher" cannot list resource "vidraresources"`) {
+		t.Errorf("stderr does not give the refusal:\n%s", res.stderr)
+	}
+	if strings.Contains(res.stderr, "did not handle the request") {
+		t.Errorf("stderr blames the operator:\n%s", res.stderr)
+	}
+}
+
 func TestWhyExplainsAResourceWithABadObject(t *testing.T) {
 	ns := namespace(t)
 	manifest := docs(configMap("a", "1"),

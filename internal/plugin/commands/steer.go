@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -98,23 +100,53 @@ failed. The exit code is 0 when the resource is Ready, 1 otherwise.`,
 
 // waitHandled watches vr from the version the request wrote until its
 // status echoes value, and returns the resource as it is then.
+//
+// A list or watch the caller may not make ends the wait at once, with the
+// API server's refusal: the reflector behind the wait retries every error,
+// and a person allowed to patch the resource but not to watch it would
+// otherwise wait the whole timeout and be told the operator is not running.
+// Any other error is retried, and the last one is named if the wait times
+// out.
 func waitHandled(ctx context.Context, c *clients, vr *v1alpha1.VidraResource, value string, timeout time.Duration) (*v1alpha1.VidraResource, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	client := c.vidra.InfrahubV1alpha1().VidraResources(vr.Namespace)
 	selector := fields.OneTermEqualSelector("metadata.name", vr.Name).String()
+	var (
+		mu      sync.Mutex
+		lastErr error
+	)
+	note := func(verb string, err error) error {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		err = fmt.Errorf("%s vidraresource %s/%s: %w", verb, vr.Namespace, vr.Name, err)
+		mu.Lock()
+		lastErr = err
+		mu.Unlock()
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			refuse(err)
+		}
+		return err
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			return client.List(ctx, opts)
+			list, err := client.List(ctx, opts)
+			return list, note("list", err)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return client.Watch(ctx, opts)
+			w, err := client.Watch(ctx, opts)
+			return w, note("watch", err)
 		},
 	}
 	var last *v1alpha1.VidraResource
-	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.VidraResource{}, nil, func(ev watch.Event) (bool, error) {
+	// As generated informers do: a client that cannot stream a list's
+	// items as watch events (a fake) is listed instead.
+	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, c.vidra), &v1alpha1.VidraResource{}, nil, func(ev watch.Event) (bool, error) {
 		got, ok := ev.Object.(*v1alpha1.VidraResource)
 		if !ok {
 			return false, nil
@@ -128,12 +160,24 @@ func waitHandled(ctx context.Context, c *clients, vr *v1alpha1.VidraResource, va
 		}
 		return got.Status.LastHandledReconcileAt == value, nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) && ctx.Err() != nil {
+	if cause := context.Cause(ctx); apierrors.IsForbidden(cause) || apierrors.IsUnauthorized(cause) {
+		return nil, cause
+	}
+	// The wait's own errors name neither the deadline nor the resource (it
+	// ends with wait's "timed out waiting for the condition"): the
+	// context says why it ended.
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		seen := "never"
 		if last != nil && last.Status.LastHandledReconcileAt != "" {
 			seen = "last at " + last.Status.LastHandledReconcileAt
 		}
-		return nil, fmt.Errorf("the operator did not handle the request within %s (it handled one %s): is it running, and does it watch namespace %s?", timeout, seen, vr.Namespace)
+		msg := fmt.Sprintf("the operator did not handle the request within %s (it handled one %s): is it running, and does it watch namespace %s?", timeout, seen, vr.Namespace)
+		mu.Lock()
+		defer mu.Unlock()
+		if lastErr != nil {
+			return nil, fmt.Errorf("%s (while waiting: %w)", msg, lastErr)
+		}
+		return nil, errors.New(msg)
 	}
 	if err != nil {
 		return nil, err
