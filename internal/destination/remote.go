@@ -143,6 +143,12 @@ type usage struct {
 	// its informers survive an outage.
 	remote   remoteKey
 	resolved bool
+	// tried are the entries the last lookup built or read, chosen or not:
+	// kept while the resource looks them up, so that a lookup that fails
+	// reads no Secret again until it changes, and dropped when it looks up
+	// others. Every entry is someone's, so a tenant who names one server
+	// after another holds one entry, not one per name.
+	tried []remoteKey
 }
 
 func (u *usage) sameLookup(o *usage) bool {
@@ -259,31 +265,9 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 		return nil, err
 	}
 
-	var rk remoteKey
-	var cc *clusterClients
-	if u.secret != "" {
-		meta := inf.get(u.secret)
-		if meta == nil {
-			return nil, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", u.namespace, u.secret)}
-		}
-		if err := r.checkAccess(ctx, vr.Namespace, sa, meta); err != nil {
-			return nil, err
-		}
-		rk = remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
-		e := r.entry(rk)
-		var exact bool
-		if cc, exact, err = r.ensure(ctx, e, meta.ResourceVersion); err != nil {
-			return nil, err
-		}
-		// A kubeconfig for another server is a mistake, not a choice: its
-		// current context would apply the manifests to a cluster the
-		// resource does not name, and record the one it names.
-		if u.server != "" && !exact {
-			return nil, fmt.Errorf("the kubeconfig in Secret %s/%s, key %s, has no context for destination.server %s (its current context is for %s): "+
-				"Vidra applies only to the server a resource names; set destination.server to the kubeconfig's, or add a context for %s to the kubeconfig",
-				u.namespace, u.secret, u.key, u.server, e.actualServer(), u.server)
-		}
-	} else if rk, cc, err = r.legacy(ctx, inf, u); err != nil {
+	rk, cc, tried, err := r.lookup(ctx, inf, u, vr.Namespace, sa)
+	r.tried(key, tried)
+	if err != nil {
 		return nil, err
 	}
 	r.resolved(key, rk)
@@ -306,6 +290,37 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 		}
 	}
 	return cc, nil
+}
+
+// lookup finds the entry of u's Secret, and returns it with the entries it
+// built or read on the way (see usage.tried).
+func (r *remotes) lookup(ctx context.Context, inf *secretInformer, u *usage, namespace, sa string) (remoteKey, *clusterClients, []remoteKey, error) {
+	if u.secret == "" {
+		return r.legacy(ctx, inf, u)
+	}
+	meta := inf.get(u.secret)
+	if meta == nil {
+		return remoteKey{}, nil, nil, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", u.namespace, u.secret)}
+	}
+	if err := r.checkAccess(ctx, namespace, sa, meta); err != nil {
+		return remoteKey{}, nil, nil, err
+	}
+	rk := remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
+	tried := []remoteKey{rk}
+	e := r.entry(rk)
+	cc, exact, err := r.ensure(ctx, e, meta.ResourceVersion)
+	if err != nil {
+		return remoteKey{}, nil, tried, err
+	}
+	// A kubeconfig for another server is a mistake, not a choice: its
+	// current context would apply the manifests to a cluster the
+	// resource does not name, and record the one it names.
+	if u.server != "" && !exact {
+		return remoteKey{}, nil, tried, fmt.Errorf("the kubeconfig in Secret %s/%s, key %s, has no context for destination.server %s (its current context is for %s): "+
+			"Vidra applies only to the server a resource names; set destination.server to the kubeconfig's, or add a context for %s to the kubeconfig",
+			u.namespace, u.secret, u.key, u.server, e.actualServer(), u.server)
+	}
+	return rk, cc, tried, nil
 }
 
 // checkAccess makes sure that ServiceAccount sa of namespace may get the
@@ -358,10 +373,10 @@ func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *m
 // its host, in the operator's namespace only, so that no tenant can plant
 // credentials for everyone. Several Secrets for one host (servers on other
 // ports) are told apart by the server their kubeconfig names.
-func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (remoteKey, *clusterClients, error) {
+func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (remoteKey, *clusterClients, []remoteKey, error) {
 	metas := inf.labelled(u.host)
 	if len(metas) == 0 {
-		return remoteKey{}, nil, &secretNotFoundError{msg: fmt.Sprintf("no Secret labelled %s=%s in the operator's namespace %s holds a kubeconfig for %s; create one, or set destination.kubeconfigSecretRef",
+		return remoteKey{}, nil, nil, &secretNotFoundError{msg: fmt.Sprintf("no Secret labelled %s=%s in the operator's namespace %s holds a kubeconfig for %s; create one, or set destination.kubeconfigSecretRef",
 			legacyLabel, u.host, u.namespace, u.server)}
 	}
 	type match struct {
@@ -371,12 +386,15 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 	var matches []match
 	var names []string
 	var errs []error
+	var tried []remoteKey
 	for _, m := range metas {
-		// Every candidate stays cached, chosen or not, so that telling them
-		// apart reads no Secret again until one changes; a candidate's
-		// clients start no informer unless a resource uses them.
+		// Every candidate stays cached, chosen or not, while the resource
+		// tries them (usage.tried), so that telling them apart reads no
+		// Secret again until one changes; a candidate's clients start no
+		// informer unless a resource uses them.
 		rk := remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}
 		names = append(names, m.Name)
+		tried = append(tried, rk)
 		cc, exact, err := r.ensure(ctx, r.entry(rk), m.ResourceVersion)
 		if err != nil {
 			errs = append(errs, err)
@@ -392,19 +410,19 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 	}
 	switch {
 	case chosen.cc != nil:
-		return chosen.rk, chosen.cc, nil
+		return chosen.rk, chosen.cc, tried, nil
 	case len(metas) == 1:
-		return remoteKey{}, nil, errs[0]
+		return remoteKey{}, nil, tried, errs[0]
 	case len(matches) > 1:
-		return remoteKey{}, nil, fmt.Errorf("Secrets %s in namespace %s are labelled %s=%s and all have a kubeconfig context for %s: keep one",
+		return remoteKey{}, nil, tried, fmt.Errorf("Secrets %s in namespace %s are labelled %s=%s and all have a kubeconfig context for %s: keep one",
 			strings.Join(names, ", "), u.namespace, legacyLabel, u.host, u.server)
 	}
 	msg := fmt.Sprintf("Secrets %s in namespace %s are labelled %s=%s, and none has a kubeconfig context for %s",
 		strings.Join(names, ", "), u.namespace, legacyLabel, u.host, u.server)
 	if len(errs) > 0 {
-		return remoteKey{}, nil, fmt.Errorf("%s: %w", msg, errors.Join(errs...))
+		return remoteKey{}, nil, tried, fmt.Errorf("%s: %w", msg, errors.Join(errs...))
 	}
-	return remoteKey{}, nil, errors.New(msg)
+	return remoteKey{}, nil, tried, errors.New(msg)
 }
 
 // use records how key finds its Secret and returns the informer of the
@@ -435,7 +453,7 @@ func (r *remotes) use(key cache.ObjectName, u *usage) (*secretInformer, error) {
 		}
 	}
 	if prev != nil && prev != u {
-		r.removeClustersLocked(r.dropIfUnusedLocked(prev.remote))
+		r.dropUnusedLocked(prev)
 		r.stopInformerIfUnusedLocked(prev.namespace)
 	}
 	return inf, nil
@@ -457,6 +475,35 @@ func (r *remotes) resolved(key cache.ObjectName, rk remoteKey) {
 	}
 }
 
+// tried records the entries key's last lookup built or read, and lets go
+// of those it tried before and no longer does, if nobody else uses them. A
+// resource released meanwhile holds none.
+func (r *remotes) tried(key cache.ObjectName, tried []remoteKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.users[key]
+	prev := tried
+	if u != nil {
+		prev, u.tried = u.tried, tried
+	}
+	for _, rk := range prev {
+		if u == nil || !slices.Contains(tried, rk) {
+			r.removeClustersLocked(r.dropIfUnusedLocked(rk))
+		}
+	}
+}
+
+// dropUnusedLocked lets go of the entries of u, no longer in r.users, that
+// nobody else uses.
+func (r *remotes) dropUnusedLocked(u *usage) {
+	if u.resolved {
+		r.removeClustersLocked(r.dropIfUnusedLocked(u.remote))
+	}
+	for _, rk := range u.tried {
+		r.removeClustersLocked(r.dropIfUnusedLocked(rk))
+	}
+}
+
 // release forgets key's use of a remote destination: it was deleted, or now
 // applies to the local cluster.
 func (r *remotes) release(key cache.ObjectName) {
@@ -467,20 +514,18 @@ func (r *remotes) release(key cache.ObjectName) {
 		return
 	}
 	delete(r.users, key)
-	if u.resolved {
-		r.removeClustersLocked(r.dropIfUnusedLocked(u.remote))
-	}
+	r.dropUnusedLocked(u)
 	r.stopInformerIfUnusedLocked(u.namespace)
 }
 
-// dropIfUnusedLocked removes the entry rk when no resource uses it and
+// dropIfUnusedLocked removes the entry rk when no resource uses or tries it and
 // returns the registry cluster to remove with it.
 func (r *remotes) dropIfUnusedLocked(rk remoteKey) []string {
 	if _, ok := r.entries[rk]; !ok {
 		return nil
 	}
 	for _, u := range r.users {
-		if u.resolved && u.remote == rk {
+		if u.resolved && u.remote == rk || slices.Contains(u.tried, rk) {
 			return nil
 		}
 	}

@@ -423,7 +423,7 @@ func byteSize(n int64) string {
 // not nil.
 func (g *remoteGuard) wrapAnswers(server string, limits answerLimits, failed func(error), pool *namespacePool, discovery *discoveryAccount) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return &answerGuard{server: server, limits: limits, failed: failed, pool: pool, discovery: discovery, pause: g.pause, now: g.now, next: rt, lists: map[string]listRead{}}
+		return &answerGuard{server: server, allowHTTP: g.allowHTTP, limits: limits, failed: failed, pool: pool, discovery: discovery, pause: g.pause, now: g.now, next: rt, lists: map[string]listRead{}}
 	}
 }
 
@@ -621,9 +621,12 @@ func perNamespace[T any](m *map[string]T, namespace string, mk func() T) T {
 
 type answerGuard struct {
 	server string
-	limits answerLimits
-	failed func(error)
-	pool   *namespacePool
+	// allowHTTP lets requests go over plain http: every hop of a redirect
+	// passes here, and is held to the rule its server was.
+	allowHTTP bool
+	limits    answerLimits
+	failed    func(error)
+	pool      *namespacePool
 	// discovery counts the discovery documents of the cluster.
 	discovery *discoveryAccount
 	pause     func(d time.Duration, stop, cancel <-chan struct{}) bool
@@ -644,6 +647,13 @@ type listRead struct{ bytes, values int64 }
 const maxErrorBody = 64 << 10
 
 func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The server was checked to be https; a redirect it answers is followed
+	// by the HTTP client through here, and would otherwise take the
+	// request, its manifest and the kubeconfig's credentials, in clear
+	// text, to any plain-http service the operator can reach.
+	if !t.allowHTTP && !strings.EqualFold(req.URL.Scheme, "https") {
+		return nil, fmt.Errorf("%s redirected a request to %s, which is not https: Vidra sends credentials and manifests over https only (--allow-http-destinations allows http)", t.server, req.URL.Redacted())
+	}
 	watch := isWatch(req)
 	if t.limits.timeout > 0 && !watch {
 		// Every answer but a watch's is read whole below, before the
