@@ -451,6 +451,7 @@ func (e *Engine) recreate(ctx context.Context, pass *Pass, p *planned, live *uns
 	bg := metav1.DeletePropagationBackground
 	err := client.Delete(ctx, p.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
+		e.registry.UnexpectDelete(watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}, live)
 		return fmt.Errorf("delete to recreate: %w", err)
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

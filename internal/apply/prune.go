@@ -273,6 +273,7 @@ func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadat
 	bg := metav1.DeletePropagationBackground
 	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
+		e.registry.UnexpectDelete(ref, live)
 		return nothingToLetGo, fmt.Errorf("delete %s: %w", key, err)
 	}
 	return deleted, nil

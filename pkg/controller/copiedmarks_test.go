@@ -126,6 +126,22 @@ func TestPruneDeletesOnlyTheVersionItReadAsItsOwn(t *testing.T) {
 	if got := cur.(*metav1.PartialObjectMetadata).Labels[v1alpha1.OwnerUIDLabel]; got != string(heir.UID) {
 		t.Errorf("owner-uid %q, want heir's %q", got, heir.UID)
 	}
+	// The delete that failed announced itself to the registry beforehand;
+	// it is withdrawn, so that heir's own delete of the object, or anyone
+	// else's, is not taken for owner's and still wakes heir. What is left
+	// are the expectations of the writes made (no event answers them here,
+	// the registry's informers not running).
+	f.mu.Lock()
+	writes := 0
+	for _, a := range f.actions {
+		if strings.HasPrefix(a, "apply configmaps ") {
+			writes++
+		}
+	}
+	f.mu.Unlock()
+	if got := f.c.registry.Stats().Expectations; got != writes {
+		t.Errorf("%d expectations pending after %d writes and a failed delete, want %d: the failed delete's is kept", got, writes, writes)
+	}
 }
 
 // An object Vidra applied for a resource that is gone (deleted while its

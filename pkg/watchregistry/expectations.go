@@ -93,6 +93,17 @@ func (x *expectations) expectDelete(k objectKey, uid types.UID, until time.Time)
 	e.deleteUntil, e.deleteUID, e.deleteMatched = until, uid, false
 }
 
+func (x *expectations) unexpectDelete(k objectKey, uid types.UID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.m[k]
+	if e == nil || e.deleteUntil.IsZero() || e.deleteMatched || e.deleteUID != uid {
+		return
+	}
+	e.deleteUntil, e.deleteUID = time.Time{}, ""
+	x.dropIfEmptyLocked(k, e)
+}
+
 func (x *expectations) getLocked(k objectKey) *expectation {
 	if x.m == nil {
 		x.m = map[objectKey]*expectation{}

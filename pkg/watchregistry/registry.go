@@ -1228,6 +1228,17 @@ func (r *Registry[K]) ExpectDelete(ref Ref, obj metav1.Object) {
 	r.exp.expectDelete(keyOf(ref, obj.GetNamespace(), obj.GetName()), obj.GetUID(), r.clock.Now().Add(r.expectationTTL))
 }
 
+// UnexpectDelete withdraws ExpectDelete(ref, obj) when the delete failed
+// (other than with NotFound): else, for Options.ExpectationTTL, someone
+// else's delete of that object would be taken for the owner's own, and not
+// delivered. An expectation some delete event has matched already, or one
+// for another UID, is left as it is. When the failed delete did happen (a
+// timeout after the API server acted), its event is delivered: a spare
+// wake-up, where a kept expectation could hide a real one.
+func (r *Registry[K]) UnexpectDelete(ref Ref, obj metav1.Object) {
+	r.exp.unexpectDelete(keyOf(ref, obj.GetNamespace(), obj.GetName()), obj.GetUID())
+}
+
 // notice is an EventStateChanged to deliver: the owners of one ref.
 type notice[K comparable] struct {
 	ref    Ref
