@@ -37,12 +37,22 @@ const cacheSyncWait = 10 * time.Second
 // resource, where a read per object would compete with it for the API
 // server. A remote cluster's is not: one that cannot be reached would hold
 // a worker at every reconcile, and other tenants' resources with it.
+//
+// A resource that acts as a ServiceAccount learns nothing from the
+// operator's cache that its identity could not read: an object the cache
+// holds for another resource is answered as if absent, so that the first
+// request is the create-only apply, as its ServiceAccount, in both cases.
+// With a GET for the one and an apply for the other, a ServiceAccount
+// refused both would read "cannot get" or "cannot patch" in its status, and
+// learn which names, in namespaces it may not read, hold objects Vidra
+// manages. One that may apply gets a conflict for an existing object, and
+// applyAbsent then reads it as the ServiceAccount.
 func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	u, err := e.readCache(ctx, pass, p)
-	if err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)) {
+	switch {
+	case err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)):
 		return u, false, nil
-	}
-	if apierrors.IsNotFound(err) {
+	case err == nil, apierrors.IsNotFound(err):
 		return nil, true, nil
 	}
 	return e.getLive(ctx, pass, p)

@@ -410,7 +410,12 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			}
 			break
 		}
-		if del && m.Namespace != "" && terminating(m.Namespace) {
+		// Asked as the operator, so only of recorded objects, which the
+		// identity applied: a manifest-only object in a namespace the
+		// identity may not read would otherwise be skipped or reported
+		// as that namespace is or is not being deleted, and tell the
+		// tenant which.
+		if del && m.Namespace != "" && !unrecorded[inventoryKey(m)] && terminating(m.Namespace) {
 			continue
 		}
 		what, err := e.letGo(ctx, target, vr, m, del, false)
