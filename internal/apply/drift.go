@@ -26,6 +26,12 @@ const (
 	// maxDriftFields bounds the fields one drift record lists: a replaced
 	// object would list all of them, and status has a size limit.
 	maxDriftFields = 16
+	// maxHandEditLeaves bounds the leaves of a hand edit looked at for a
+	// drift record. Leaves below maxPointer's worth of path all read as the
+	// same cut pointer, so a hand edit of thousands of fields a thousand
+	// levels deep would never fill the record and be walked whole, each
+	// leaf at the cost of its depth: seconds, and hundreds of MB.
+	maxHandEditLeaves = 256
 	// maxManagerLabels and maxKindLabels bound the manager and kind label
 	// values of the drift metrics. Any client names its field manager
 	// freely, and a tenant's own server serves whatever kinds it likes, so
@@ -57,20 +63,25 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 	// nothing, and a hand edit can add any number.
 	if !hand.unparsed && len(fields) <= maxDriftFields {
 		lists := newListLookups()
-		var added []fieldpath.Path
-		leavesNotIn(hand.fields.Leaves(), p.obj.Object, nil, &added, lists)
 		listed := make(map[string]bool, len(fields))
 		for _, f := range fields {
 			listed[f] = true
 		}
-		for _, fp := range added {
-			if len(fields) > maxDriftFields {
-				break
+		examined, more := 0, false
+		eachLeafNotIn(hand.fields.Leaves(), p.obj.Object, nil, lists, func(fp fieldpath.Path) bool {
+			if examined == maxHandEditLeaves {
+				more = true
+				return false
 			}
+			examined++
 			if ptr, ok := lists.pointerOf(p.obj.Object, live.Object, fp); ok && !listed[boundedPointer(ptr)] {
 				listed[boundedPointer(ptr)] = true
 				fields = append(fields, boundedPointer(ptr))
 			}
+			return len(fields) <= maxDriftFields
+		})
+		if more && len(fields) <= maxDriftFields {
+			fields = append(fields, "…")
 		}
 	}
 	if len(fields) > maxDriftFields {
@@ -213,7 +224,11 @@ func diffPointers(desired, live any, at pointer, out *[]string) {
 		for _, k := range slices.Sorted(maps.Keys(d)) {
 			dv := d[k]
 			lv, present := l[k]
-			p := append(slices.Clip(at), k)
+			// Shared with the siblings' paths: a path is read (made a
+			// string by add) before the next one is made, and never kept.
+			// A copy per key cost depth times keys, a gigabyte for an object
+			// a thousand levels deep.
+			p := append(at, k)
 			switch {
 			case dv == nil:
 				if present && lv != nil {
@@ -232,7 +247,7 @@ func diffPointers(desired, live any, at pointer, out *[]string) {
 			return
 		}
 		for i := range d {
-			diffPointers(d[i], l[i], append(slices.Clip(at), strconv.Itoa(i)), out)
+			diffPointers(d[i], l[i], append(at, strconv.Itoa(i)), out)
 		}
 	default:
 		if !isSubset(desired, live) {

@@ -287,32 +287,42 @@ func (h handEdits) addedMetadataKeys(desired map[string]any) (paths [][]string, 
 	if h.unparsed {
 		return nil, false
 	}
-	var uncovered []fieldpath.Path
-	leavesNotIn(h.fields.Leaves(), desired, nil, &uncovered, newListLookups())
-	for _, p := range uncovered {
+	onlyMetadata := eachLeafNotIn(h.fields.Leaves(), desired, nil, newListLookups(), func(p fieldpath.Path) bool {
 		key, ok := metadataKey(p)
-		if !ok {
-			return nil, false
-		}
 		paths = append(paths, key)
+		return ok
+	})
+	if !onlyMetadata {
+		return nil, false
 	}
 	return paths, len(paths) > 0
 }
 
-// leavesNotIn appends the paths of the leaves of set that node does not
-// have. Below a node desired does not set, every leaf is uncovered. lists
-// looks list items up.
-func leavesNotIn(set *fieldpath.Set, node any, at fieldpath.Path, out *[]fieldpath.Path, lists *listLookups) {
+// eachLeafNotIn calls yield with the path of each leaf of set that node does
+// not have, until yield returns false, and reports whether it went through
+// them all. Below a node desired does not set, every leaf is uncovered.
+// lists looks list items up. The path is yield's to read, not to keep: a hand edit's field
+// set is anyone's to make, thousands of leaves a thousand levels deep, and
+// a copy of each path held at once took a gigabyte.
+func eachLeafNotIn(set *fieldpath.Set, node any, at fieldpath.Path, lists *listLookups, yield func(fieldpath.Path) bool) bool {
+	more := true
 	set.Members.Iterate(func(pe fieldpath.PathElement) {
+		if !more {
+			return
+		}
 		if _, ok := lists.desiredAt(node, pe); !ok {
-			*out = append(*out, append(slices.Clone(at), pe))
+			more = yield(append(at, pe))
 		}
 	})
 	set.Children.Iterate(func(pe fieldpath.PathElement) {
+		if !more {
+			return
+		}
 		sub, _ := set.Children.Get(pe)
 		c, _ := lists.desiredAt(node, pe)
-		leavesNotIn(sub, c, append(at, pe), out, lists)
+		more = eachLeafNotIn(sub, c, append(at, pe), lists, yield)
 	})
+	return more
 }
 
 // metadataKey returns p as ["metadata", "labels"|"annotations", key].

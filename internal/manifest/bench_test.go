@@ -53,3 +53,54 @@ func BenchmarkParseDense(b *testing.B) {
 		Parse(manifest)
 	}
 }
+
+// manyProblems returns manifests of about 1 MB, each with n problems of one
+// kind, all past the error cap: keys given twice, labels that are not
+// strings, annotations of Vidra's prefix it does not know. Finding a
+// problem's line once cost a walk of its mapping each, n² in all.
+func manyProblems(n int) map[string]string {
+	var dups, labels, annotations strings.Builder
+	dups.WriteString(configMapHeader + "data:\n")
+	for range 2 {
+		for i := range n {
+			fmt.Fprintf(&dups, "  key-%024d: v\n", i)
+		}
+	}
+	labels.WriteString(configMapHeader + "  labels:\n")
+	annotations.WriteString(configMapHeader + "  annotations:\n")
+	for i := range n {
+		fmt.Fprintf(&labels, "    l%024d: 1\n", i)
+		fmt.Fprintf(&annotations, "    vidra.infrahub.operators.com/x%07d: a\n", i)
+	}
+	return map[string]string{"keys given twice": dups.String(), "labels not strings": labels.String(), "unknown annotations": annotations.String()}
+}
+
+// BenchmarkParseManyProblems measures Parse on manyProblems(20000): each
+// should cost what a valid manifest of its size does, not seconds.
+func BenchmarkParseManyProblems(b *testing.B) {
+	for name, manifest := range manyProblems(20000) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(manifest)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, errs := Parse(manifest); len(errs) == 0 {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseNestedLists measures Parse on a List nested 300 times
+// around one ConfigMap of 1 MiB: each level once read the whole value
+// again, 1.5 GB and seconds.
+func BenchmarkParseNestedLists(b *testing.B) {
+	manifest := nestedLists(300, 1<<20)
+	b.SetBytes(int64(len(manifest)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, errs := Parse(manifest); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}

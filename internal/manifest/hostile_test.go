@@ -178,3 +178,41 @@ func TestFieldPathIsBounded(t *testing.T) {
 		t.Errorf("String() = %q, want spec.containers[0].image", got)
 	}
 }
+
+// nestedLists returns a JSON List nested levels times around one ConfigMap
+// whose one value is size bytes long.
+func nestedLists(levels, size int) string {
+	inner := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"` + strings.Repeat("x", size) + `"}}`
+	return strings.Repeat(`{"kind":"List","items":[`, levels) + inner + strings.Repeat(`]}`, levels)
+}
+
+// A valid manifest costs its size, however deep its Lists nest: each level
+// used to read the whole value again, 1.5 GB for 300 levels around 1 MiB.
+func TestNestedListsAreReadOnce(t *testing.T) {
+	objs, errs, alloc := parseAllocating(nestedLists(300, 1<<20))
+	if len(errs) > 0 || len(objs) != 1 {
+		t.Fatalf("Parse() = %d objects, %v; want the ConfigMap", len(objs), errs)
+	}
+	if alloc > maxParseAlloc {
+		t.Errorf("Parse() allocated %d MiB, over the budget of %d MiB", alloc>>20, maxParseAlloc>>20)
+	}
+}
+
+// Problems are reported up to the error cap, and the first line of a key
+// given twice is still named.
+func TestManyProblemsAreReportedUpToTheCap(t *testing.T) {
+	for name, manifest := range manyProblems(3000) {
+		t.Run(name, func(t *testing.T) {
+			_, errs := Parse(manifest)
+			if len(errs) < maxErrors || len(errs) > maxErrors+1 {
+				t.Fatalf("%d errors, want %d (and the cap's own)", len(errs), maxErrors)
+			}
+			if name == "keys given twice" {
+				// key i is on line 6+i, and given again 3000 lines later.
+				if want := "this key is given twice (first on line 6)"; !strings.Contains(errs[0].Error(), want) || errs[0].Line != 3006 {
+					t.Errorf("first error %q on line %d, want %q on line 3006", errs[0].Error(), errs[0].Line, want)
+				}
+			}
+		})
+	}
+}

@@ -200,12 +200,20 @@ type jsonPosition struct {
 	// item would make a long List quadratic.
 	items  []int
 	walked bool
+	// inItems is set on an item of a List: the items of a List in its
+	// items are not walked, and take its line. Each level's walk reads its
+	// whole value again, so a List nested hundreds of times around one
+	// large object cost depth times size, seconds of CPU and gigabytes.
+	inItems bool
 }
 
 func (j *jsonPosition) line() int               { return j.lines.line(j.start) }
 func (j *jsonPosition) fieldLine(...string) int { return 0 }
 
 func (j *jsonPosition) item(i int) position {
+	if j.inItems {
+		return nil
+	}
 	if !j.walked {
 		j.items, j.walked = jsonItemOffsets(j.raw), true
 	}
@@ -216,7 +224,7 @@ func (j *jsonPosition) item(i int) position {
 	if i+1 < len(j.items) {
 		end = j.items[i+1]
 	}
-	return &jsonPosition{raw: j.raw[j.items[i]:end], start: j.start + j.items[i], lines: j.lines}
+	return &jsonPosition{raw: j.raw[j.items[i]:end], start: j.start + j.items[i], lines: j.lines, inItems: true}
 }
 
 // jsonItemOffsets returns the offsets in raw, a valid JSON object, of the

@@ -18,6 +18,11 @@ func (p *parser) validate(m map[string]any, index int, pos position) bool {
 	valid := true
 	report := func(field, msg string, path ...string) {
 		valid = false
+		// Finding a field's line is a walk of its mapping: past the error
+		// cap, 29,000 bad labels would cost one walk each, seconds in all.
+		if p.full {
+			return
+		}
 		p.invalid(index, lineOr(pos.fieldLine(path...), pos.line()), field, "%s", msg)
 	}
 

@@ -471,6 +471,10 @@ func (c *converter) value(n *yaml.Node, path *fieldPath, depth int) any {
 func (c *converter) mapping(n *yaml.Node, path *fieldPath, depth int) any {
 	m := make(map[string]any, len(n.Content)/2)
 	var merges []*yaml.Node
+	// firstLines holds the line of each key's first occurrence, made at the
+	// first key given twice: looking each duplicate up in n again would
+	// make a mapping of N keys given twice cost N², seconds at 1 MB.
+	var firstLines map[string]int
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.AliasNode && k.Alias != nil {
@@ -485,7 +489,10 @@ func (c *converter) mapping(n *yaml.Node, path *fieldPath, depth int) any {
 			continue
 		}
 		if _, dup := m[k.Value]; dup {
-			c.fail(k, path.child(k.Value), "this key is given twice (first on line %d)", c.lines.line(firstKeyLine(n, k.Value)))
+			if firstLines == nil {
+				firstLines = firstKeyLines(n)
+			}
+			c.fail(k, path.child(k.Value), "this key is given twice (first on line %d)", c.lines.line(firstLines[k.Value]))
 			continue
 		}
 		m[k.Value] = c.value(v, path.child(k.Value), depth+1)
@@ -584,19 +591,20 @@ func (c *converter) scalar(n *yaml.Node, path *fieldPath) any {
 	}
 }
 
-// firstKeyLine returns the chunk-relative line of the first key named key of
-// mapping n.
-func firstKeyLine(n *yaml.Node, key string) int {
+// firstKeyLines returns the chunk-relative line of the first occurrence of
+// each scalar key of the mapping n.
+func firstKeyLines(n *yaml.Node) map[string]int {
+	lines := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		if k.Kind == yaml.AliasNode && k.Alias != nil {
 			k = k.Alias
 		}
-		if k.Kind == yaml.ScalarNode && k.Value == key {
-			return n.Content[i].Line
+		if _, seen := lines[k.Value]; k.Kind == yaml.ScalarNode && !seen {
+			lines[k.Value] = n.Content[i].Line
 		}
 	}
-	return 0
+	return lines
 }
 
 func kindName(k yaml.Kind) string {
