@@ -39,23 +39,28 @@ const cacheSyncWait = 10 * time.Second
 // a worker at every reconcile, and other tenants' resources with it.
 //
 // A resource that acts as a ServiceAccount learns nothing from the
-// operator's cache that its identity could not read: an object the cache
-// holds for another resource is answered as if absent, so that the first
-// request is the create-only apply, as its ServiceAccount, in both cases.
-// With a GET for the one and an apply for the other, a ServiceAccount
-// refused both would read "cannot get" or "cannot patch" in its status, and
-// learn which names, in namespaces it may not read, hold objects Vidra
-// manages. One that may apply gets a conflict for an existing object, and
-// applyAbsent then reads it as the ServiceAccount.
+// operator's cache that its identity could not read. An object the cache
+// holds for another resource is read as the ServiceAccount, and if that is
+// refused, it is answered as if absent: the create-only apply then goes
+// as the ServiceAccount, as for a name that holds nothing. Else a
+// ServiceAccount refused both in team-b would read "cannot get" for the one
+// and "cannot patch" for the other, and learn which names, in namespaces it
+// may not read, hold objects Vidra manages. One that may read the object
+// sees its owner, as it would with kubectl.
 func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *unstructured.Unstructured, absent bool, err error) {
 	u, err := e.readCache(ctx, pass, p)
 	switch {
 	case err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)):
 		return u, false, nil
-	case err == nil, apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
 		return nil, true, nil
 	}
-	return e.getLive(ctx, pass, p)
+	cached := err == nil
+	live, absent, err = e.getLive(ctx, pass, p)
+	if cached && apierrors.IsForbidden(err) {
+		return nil, true, nil
+	}
+	return live, absent, err
 }
 
 // readCache reads p's object from the watch registry's cache, waiting for a
