@@ -359,8 +359,11 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // Cleanup deletes (del) or releases every object of vr on target, for the
 // finalizer: its inventory and, with declared, the objects its manifest
 // declares, which a first reconcile interrupted before its status write may
-// have applied without recording them. Objects in a namespace being deleted
-// are left to that deletion, which waits for them. It returns the objects
+// have applied without recording them. Recorded objects in a namespace
+// being deleted are left to that deletion, which waits for them; whether it
+// is being deleted is asked as the operator, so not for objects the
+// manifest alone names, which the resource's identity may not be able to
+// read (see the loop below). It returns the objects
 // it deleted that are not gone yet, and those it failed on with their
 // errors. Once ctx's reconcile runs out of its time it stops, and fails the
 // objects it did not get to: together with the pending ones, they are all

@@ -265,7 +265,7 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 		return nil, err
 	}
 
-	rk, cc, tried, err := r.lookup(ctx, inf, u, vr.Namespace, sa)
+	rk, cc, tried, err := r.lookup(ctx, key, inf, u, vr.Namespace, sa)
 	r.tried(key, tried)
 	if err != nil {
 		return nil, err
@@ -294,9 +294,9 @@ func (r *remotes) resolve(ctx context.Context, key cache.ObjectName, vr *v1alpha
 
 // lookup finds the entry of u's Secret, and returns it with the entries it
 // built or read on the way (see usage.tried).
-func (r *remotes) lookup(ctx context.Context, inf *secretInformer, u *usage, namespace, sa string) (remoteKey, *clusterClients, []remoteKey, error) {
+func (r *remotes) lookup(ctx context.Context, key cache.ObjectName, inf *secretInformer, u *usage, namespace, sa string) (remoteKey, *clusterClients, []remoteKey, error) {
 	if u.secret == "" {
-		return r.legacy(ctx, inf, u)
+		return r.legacy(ctx, key, inf, u)
 	}
 	meta := inf.get(u.secret)
 	if meta == nil {
@@ -307,7 +307,7 @@ func (r *remotes) lookup(ctx context.Context, inf *secretInformer, u *usage, nam
 	}
 	rk := remoteKey{secret: cache.MetaObjectToName(meta), key: u.key, server: u.server}
 	tried := []remoteKey{rk}
-	e := r.entry(rk)
+	e := r.entry(key, rk)
 	cc, exact, err := r.ensure(ctx, e, meta.ResourceVersion)
 	if err != nil {
 		return remoteKey{}, nil, tried, err
@@ -373,7 +373,7 @@ func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *m
 // its host, in the operator's namespace only, so that no tenant can plant
 // credentials for everyone. Several Secrets for one host (servers on other
 // ports) are told apart by the server their kubeconfig names.
-func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (remoteKey, *clusterClients, []remoteKey, error) {
+func (r *remotes) legacy(ctx context.Context, key cache.ObjectName, inf *secretInformer, u *usage) (remoteKey, *clusterClients, []remoteKey, error) {
 	metas := inf.labelled(u.host)
 	if len(metas) == 0 {
 		return remoteKey{}, nil, nil, &secretNotFoundError{msg: fmt.Sprintf("no Secret labelled %s=%s in the operator's namespace %s holds a kubeconfig for %s; create one, or set destination.kubeconfigSecretRef",
@@ -395,7 +395,7 @@ func (r *remotes) legacy(ctx context.Context, inf *secretInformer, u *usage) (re
 		rk := remoteKey{secret: cache.MetaObjectToName(m), key: u.key, server: u.server}
 		names = append(names, m.Name)
 		tried = append(tried, rk)
-		cc, exact, err := r.ensure(ctx, r.entry(rk), m.ResourceVersion)
+		cc, exact, err := r.ensure(ctx, r.entry(key, rk), m.ResourceVersion)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -543,13 +543,20 @@ func (r *remotes) removeClustersLocked(names []string) {
 	}
 }
 
-func (r *remotes) entry(rk remoteKey) *remote {
+// entry returns the entry rk, made if needed, and counts it among those
+// key's lookup tries at once: else, until the lookup ends, another
+// resource letting go of the entry could drop it, and its clients, under
+// this one.
+func (r *remotes) entry(key cache.ObjectName, rk remoteKey) *remote {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[rk]
 	if e == nil {
 		e = &remote{key: rk}
 		r.entries[rk] = e
+	}
+	if u := r.users[key]; u != nil && !slices.Contains(u.tried, rk) {
+		u.tried = append(u.tried, rk)
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,9 +22,13 @@ const deployer = "system:serviceaccount:team-a:deployer"
 
 // refuseIn answers every get and patch of the fakes in namespace ns as the
 // API server answers deployer, which has no right there.
-func refuseIn(f *fixture, ns string) {
+func refuseIn(f *fixture, ns string) { refuseVerbsIn(f, ns, "get", "patch") }
+
+// refuseVerbsIn answers the requests of verbs in namespace ns as the API
+// server answers deployer, which may not make them.
+func refuseVerbsIn(f *fixture, ns string, verbs ...string) {
 	refuse := func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetNamespace() != ns || (a.GetVerb() != "get" && a.GetVerb() != "patch") {
+		if a.GetNamespace() != ns || !slices.Contains(verbs, a.GetVerb()) {
 			return false, nil, nil
 		}
 		res := a.GetResource()
@@ -80,6 +85,37 @@ func TestARefusalDoesNotTellWhatTheOperatorsCacheHolds(t *testing.T) {
 	want := strings.NewReplacer("nothing", "app", "(document 2)", "(document 1)").Replace(absent)
 	if cached != want {
 		t.Errorf("the name the cache holds is refused otherwise than the absent one:\n  %s\nwant\n  %s", cached, want)
+	}
+}
+
+// A ServiceAccount that may read another resource's object, but not write
+// it, is told whose it is, as kubectl would show it: the object is read as
+// the ServiceAccount before anything else, and its claim is recorded for a
+// hand-over.
+func TestAServiceAccountThatMayReadSeesTheOwner(t *testing.T) {
+	other := newVR("team-b", "app", configMapManifest)
+	tenant := newVR("team-a", "probe", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: team-b\n")
+	f := newFixture(t, []*v1alpha1.VidraResource{other, tenant}, liveApp("team-b", other))
+	c := f.newController()
+	f.c = c
+	refuseVerbsIn(f, "team-b", "patch")
+	ctx := startRegistry(t, c)
+	if err := c.registry.Track(cache.MetaObjectToName(other), []watchregistry.Ref{configMapsRef}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.registry.WaitForSync(ctx, configMapsRef); err != nil {
+		t.Fatal(err)
+	}
+	pass := c.engine.NewPass(tenant, nil)
+	target := c.dests.Local()
+	target.ServiceAccount = "team-a/deployer"
+	pass.Target = target
+	c.engine.Apply(context.Background(), pass)
+	if len(pass.Out.Errs) != 1 || pass.Out.Errs[0].Reason != v1alpha1.ReasonOwnedByOther {
+		t.Fatalf("errors %v, want one %s", pass.Out.Errs, v1alpha1.ReasonOwnedByOther)
+	}
+	if !strings.Contains(pass.Out.Errs[0].Error(), "team-b/app") {
+		t.Errorf("error %q does not name the owner team-b/app", pass.Out.Errs[0].Error())
 	}
 }
 

@@ -101,8 +101,8 @@ failed. The exit code is 0 when the resource is Ready, 1 otherwise.`,
 // waitHandled watches vr from the version the request wrote until its
 // status echoes value, and returns the resource as it is then.
 //
-// A list or watch the caller may not make ends the wait at once, with the
-// API server's refusal: the reflector behind the wait retries every error,
+// A list or watch the caller may not make (403) ends the wait at once, with
+// the API server's refusal: the reflector behind the wait retries every error,
 // and a person allowed to patch the resource but not to watch it would
 // otherwise wait the whole timeout and be told the operator is not running.
 // Any other error is retried, and the last one is named if the wait times
@@ -126,7 +126,9 @@ func waitHandled(ctx context.Context, c *clients, vr *v1alpha1.VidraResource, va
 		mu.Lock()
 		lastErr = err
 		mu.Unlock()
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		// Only a refusal: a 401 may be an expired token that the client's
+		// credential plugin renews for the next try.
+		if apierrors.IsForbidden(err) {
 			refuse(err)
 		}
 		return err
@@ -160,7 +162,7 @@ func waitHandled(ctx context.Context, c *clients, vr *v1alpha1.VidraResource, va
 		}
 		return got.Status.LastHandledReconcileAt == value, nil
 	})
-	if cause := context.Cause(ctx); apierrors.IsForbidden(cause) || apierrors.IsUnauthorized(cause) {
+	if cause := context.Cause(ctx); apierrors.IsForbidden(cause) {
 		return nil, cause
 	}
 	// The wait's own errors name neither the deadline nor the resource (it
