@@ -2,6 +2,7 @@ package watchregistry
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 )
 
@@ -95,5 +96,41 @@ func TestBudgetErrorSaysWhichClusterAndHowMany(t *testing.T) {
 	}
 	if NewBudget(-1).Max() != 0 {
 		t.Error("a negative maximum is not zero")
+	}
+}
+
+// One crossing of the budget is one trip: the first charge over it claims
+// the trip, later ones while it is handled do not, and a charge that found
+// the budget over just before the trip closed the account cannot claim it
+// again once the trip is over (tripping reset). It used to: the charge
+// read "over" before the close and claimed the trip after the reset, which
+// counted a second trip, doubled the hold and stopped the cluster's next
+// informers.
+func TestATripIsClaimedOncePerCrossing(t *testing.T) {
+	var tripping atomic.Bool
+	b := NewBudget(1)
+	a := newAccount(b)
+	a.tripping = &tripping
+	if handle, over := a.add(stub("ns", "a")); !handle || over {
+		t.Fatalf("under the budget: handle %t, over %t", handle, over)
+	}
+	if _, over := a.add(stub("ns", "b")); !over {
+		t.Fatal("the first charge over the budget did not claim the trip")
+	}
+	if _, over := a.add(stub("ns", "c")); over {
+		t.Fatal("a second charge claimed the trip being handled")
+	}
+	// Registry.overBudget: the account is closed, then tripping reset.
+	a.close()
+	tripping.Store(false)
+	if handle, over := a.add(stub("ns", "d")); handle || over {
+		t.Fatalf("a charge after the trip: handle %t, over %t; want it refused, and no trip", handle, over)
+	}
+	// A fresh start over the budget trips again.
+	fresh := newAccount(b)
+	fresh.tripping = &tripping
+	fresh.add(stub("ns", "e"))
+	if _, over := fresh.add(stub("ns", "f")); !over {
+		t.Fatal("a new crossing did not claim a trip")
 	}
 }

@@ -172,8 +172,11 @@ func objectCount(n int64) string {
 // charge either lands before the refund (and is refunded) or is refused.
 type account struct {
 	budget *Budget
-	mu     sync.Mutex
-	closed bool
+	// tripping is the cluster's clusterClients.tripping, claimed under mu
+	// (see add); nil in tests of the account alone.
+	tripping *atomic.Bool
+	mu       sync.Mutex
+	closed   bool
 	// keys holds the size charged for each object, bytes their sum.
 	keys  map[accountKey]int64
 	bytes int64
@@ -190,8 +193,9 @@ func newAccount(b *Budget) *account {
 
 // add charges an object the cache now holds, or the change of size of one
 // it held (an update), and reports whether the handler should go on with
-// it: not once the account is closed, nor when the budget is over, which
-// the caller reports with over.
+// it: not once the account is closed, nor when the budget is over. over
+// tells the caller to report the trip, which it alone has claimed (see
+// clusterClients.tripping): false when a trip is being handled already.
 func (a *account) add(obj any) (handle, over bool) {
 	k, ok := keyOfCached(obj)
 	size := cachedSize(obj)
@@ -213,8 +217,13 @@ func (a *account) add(obj any) (handle, over bool) {
 	if (!had || size > prev) && a.budget.over() {
 		// Every charge that finds the budget exceeded counts as crossing
 		// it, not only the first: that one's cluster may hold too little
-		// for its refund to bring the budget back under its Max.
-		return false, true
+		// for its refund to bring the budget back under its Max. The trip
+		// is claimed here, under mu: Registry.overBudget closes the account,
+		// under mu, before it resets tripping, so a charge that found the
+		// budget over just before the close cannot claim the trip again
+		// after the reset. It would count as a second trip, doubling the
+		// hold, and stop the cluster's informers of the next start.
+		return false, a.tripping == nil || a.tripping.CompareAndSwap(false, true)
 	}
 	return true, false
 }

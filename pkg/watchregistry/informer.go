@@ -220,6 +220,9 @@ func (r *Registry[K]) newPart(e *entry[K], selector string) (*part[K], error) {
 		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	}
 	p := &part[K]{selector: selector, acct: newAccount(c.budget)}
+	if p.acct != nil {
+		p.acct.tripping = &c.tripping
+	}
 	// Resync 0: a resync re-delivers every cached object, which is exactly
 	// the storm the registry exists to avoid; the owners' own periodic
 	// reconcile is the safety net.
@@ -698,12 +701,10 @@ func (h *handler[K]) OnAdd(obj any, isInInitialList bool) {
 }
 
 // overBudget has the cluster's informers stopped, from a goroutine of its
-// own (see Registry.overBudget), unless one is doing it already.
+// own (see Registry.overBudget); account.add claimed the trip, so no other
+// goroutine is doing it already.
 func (h *handler[K]) overBudget() {
 	c := h.e.clients
-	if !c.tripping.CompareAndSwap(false, true) {
-		return
-	}
 	// The informer this handler belongs to runs under r.informers, so the
 	// group's count is not zero here and Run waits for this goroutine too.
 	h.r.informers.Go(func() { h.r.overBudget(c) })

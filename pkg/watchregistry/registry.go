@@ -247,9 +247,10 @@ type clusterClients struct {
 	// budget, if not nil, is charged with the objects cached by the
 	// cluster's informers.
 	budget *Budget
-	// tripping is set by the first handler that charges an object over the
-	// budget, so that one goroutine stops the cluster's informers however
-	// many objects arrive meanwhile.
+	// tripping is claimed by the first charge of an object over the budget
+	// (account.add, under the account's lock), so that one goroutine stops
+	// the cluster's informers however many objects arrive meanwhile, and
+	// reset once they are stopped.
 	tripping atomic.Bool
 }
 
