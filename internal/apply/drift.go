@@ -74,9 +74,11 @@ func driftOf(p *planned, live *unstructured.Unstructured, hand handEdits, now ti
 				return false
 			}
 			examined++
-			if ptr, ok := lists.pointerOf(p.obj.Object, live.Object, fp); ok && !listed[boundedPointer(ptr)] {
-				listed[boundedPointer(ptr)] = true
-				fields = append(fields, boundedPointer(ptr))
+			if ptr, ok := lists.pointerOf(p.obj.Object, live.Object, fp); ok {
+				if f := boundedPointer(ptr); !listed[f] {
+					listed[f] = true
+					fields = append(fields, f)
+				}
 			}
 			return len(fields) <= maxDriftFields
 		})
