@@ -41,6 +41,13 @@ var testLimits = serverLimits{readHeader: time.Minute, read: time.Minute, write:
 // the test ends, and returns the address.
 func serveTest(t *testing.T, handler http.Handler, limits serverLimits) string {
 	t.Helper()
+	return serveTestWith(t, handler, limits, klog.Background(), nil)
+}
+
+// serveTestWith is serveTest with the server's logger, and configure, if
+// not nil, called on the server before it serves.
+func serveTestWith(t *testing.T, handler http.Handler, limits serverLimits, logger klog.Logger, configure func(*http.Server)) string {
+	t.Helper()
 	cfg, err := securemetrics.TLSConfig("", klog.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,10 @@ func serveTest(t *testing.T, handler http.Handler, limits serverLimits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(handler, limits, true, klog.Background())
+	srv := newServer(handler, limits, true, logger)
+	if configure != nil {
+		configure(srv)
+	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String()
@@ -347,27 +357,18 @@ func TestFailedHandshakesLogAHandfulOfLines(t *testing.T) {
 		defer mu.Unlock()
 		lines++
 	}, funcr.Options{Verbosity: 1})
-	cfg, err := securemetrics.TLSConfig("", klog.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := listen("127.0.0.1:0", testLimits, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newServer(http.HandlerFunc(ok), testLimits, true, logger)
 	var closed atomic.Int64
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
-			closed.Add(1)
+	addr := serveTestWith(t, http.HandlerFunc(ok), testLimits, logger, func(srv *http.Server) {
+		srv.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed {
+				closed.Add(1)
+			}
 		}
-	}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
+	})
 
 	const handshakes = 1000
 	for range handshakes {
-		conn, err := net.DialTimeout("tcp", l.Addr().String(), 30*time.Second)
+		conn, err := net.DialTimeout("tcp", addr, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -352,17 +352,23 @@ func TestTheAccessReviewAsksForTheTokensIdentity(t *testing.T) {
 	}
 }
 
+// tokenCase is a token, what the authorizer answers it, and how long it
+// keeps that decision.
+type tokenCase struct {
+	name   string
+	token  string
+	status int
+	ttl    time.Duration
+}
+
+var (
+	allowedToken   = tokenCase{"allowed", scraperToken, http.StatusOK, DefaultAllowTTL}
+	forbiddenToken = tokenCase{"forbidden", strangerToken, http.StatusForbidden, DefaultDenyTTL}
+	invalidToken   = tokenCase{"not valid", "made-up", http.StatusUnauthorized, DefaultDenyTTL}
+)
+
 func TestDecisionsAreCachedUntilTheyExpire(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		token  string
-		status int
-		ttl    time.Duration
-	}{
-		{"allowed", scraperToken, http.StatusOK, DefaultAllowTTL},
-		{"forbidden", strangerToken, http.StatusForbidden, DefaultDenyTTL},
-		{"not valid", "made-up", http.StatusUnauthorized, DefaultDenyTTL},
-	} {
+	for _, tc := range []tokenCase{allowedToken, forbiddenToken, invalidToken} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReviewer()
 			clk := testingclock.NewFakeClock(t0)
@@ -574,15 +580,7 @@ func TestTokensAreNeverLogged(t *testing.T) {
 // answered yet: a slow answer does not lengthen how long it is reused, nor,
 // for a permission, how long a right removed meanwhile still lets in.
 func TestADecisionAgesFromTheStartOfItsReviews(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		token  string
-		status int
-		ttl    time.Duration
-	}{
-		{"allowed", scraperToken, http.StatusOK, DefaultAllowTTL},
-		{"forbidden", strangerToken, http.StatusForbidden, DefaultDenyTTL},
-	} {
+	for _, tc := range []tokenCase{allowedToken, forbiddenToken} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReviewer()
 			tokenReviews, sars := r.hold(t, "tokenreviews"), r.hold(t, "subjectaccessreviews")

@@ -280,29 +280,37 @@ func TestReconcileWaitsUntilTheOperatorHandledTheRequest(t *testing.T) {
 	}
 }
 
+// userKubeconfig writes a kubeconfig of user, who may do verbs on the
+// VidraResources of namespace ns and nothing else, and returns its path.
+func userKubeconfig(t *testing.T, ns, user string, verbs ...string) string {
+	t.Helper()
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{v1alpha1.ResourcePlural}, Verbs: verbs}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteUserKubeconfig(path, user); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A person who may request a reconcile (get and patch) but not watch the
 // resource hears the API server's refusal at once, not, after the whole
 // timeout, that the operator may not be running.
 func TestReconcileWithoutTheRightToWatchSaysSo(t *testing.T) {
 	ns := namespace(t)
 	ready(t, ns, "web", configMap("a", "1"))
-	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "patch-vr"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{v1alpha1.ResourcePlural}, Verbs: []string{"get", "patch"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "patch-vr"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "patch-vr"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "patcher"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.WriteUserKubeconfig(path, "patcher"); err != nil {
-		t.Fatal(err)
-	}
+	path := userKubeconfig(t, ns, "patcher", "get", "patch")
 	// The timeout outlasts runWith's own bound: only the refusal ends the
 	// command in time.
 	res := runWith(t, path, "", "reconcile", "web", "-n", ns, "--timeout", "10m").expect(t, 1)
@@ -447,23 +455,7 @@ func TestDiffActsAsTheResourcesServiceAccount(t *testing.T) {
 
 	// A person who may read the resource but not impersonate its
 	// ServiceAccount hears so, before any dry run.
-	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "read-vr"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{v1alpha1.ResourcePlural}, Verbs: []string{"get", "list"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "read-vr"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-vr"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reader"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.WriteUserKubeconfig(path, "reader"); err != nil {
-		t.Fatal(err)
-	}
+	path := userKubeconfig(t, ns, "reader", "get", "list")
 	res = runWith(t, path, "", "diff", "web", "-n", ns).expect(t, 2)
 	golden(t, "diff-no-impersonation.txt", res.stderr, n)
 }
