@@ -471,7 +471,7 @@ func (r *remotes) resolved(key cache.ObjectName, rk remoteKey) {
 	prev, had := u.remote, u.resolved
 	u.remote, u.resolved = rk, true
 	if had {
-		r.removeClustersLocked(r.dropIfUnusedLocked(prev))
+		r.dropIfUnusedLocked(prev)
 	}
 }
 
@@ -488,7 +488,7 @@ func (r *remotes) tried(key cache.ObjectName, tried []remoteKey) {
 	}
 	for _, rk := range prev {
 		if u == nil || !slices.Contains(tried, rk) {
-			r.removeClustersLocked(r.dropIfUnusedLocked(rk))
+			r.dropIfUnusedLocked(rk)
 		}
 	}
 }
@@ -497,10 +497,10 @@ func (r *remotes) tried(key cache.ObjectName, tried []remoteKey) {
 // nobody else uses.
 func (r *remotes) dropUnusedLocked(u *usage) {
 	if u.resolved {
-		r.removeClustersLocked(r.dropIfUnusedLocked(u.remote))
+		r.dropIfUnusedLocked(u.remote)
 	}
 	for _, rk := range u.tried {
-		r.removeClustersLocked(r.dropIfUnusedLocked(rk))
+		r.dropIfUnusedLocked(rk)
 	}
 }
 
@@ -518,29 +518,22 @@ func (r *remotes) release(key cache.ObjectName) {
 	r.stopInformerIfUnusedLocked(u.namespace)
 }
 
-// dropIfUnusedLocked removes the entry rk when no resource uses or tries it and
-// returns the registry cluster to remove with it.
-func (r *remotes) dropIfUnusedLocked(rk remoteKey) []string {
+// dropIfUnusedLocked removes the entry rk, its clients and the informers of
+// its registry cluster, when no resource uses or tries it. The registry
+// calls back into the controller's queue, never into remotes, so holding
+// r.mu is safe.
+func (r *remotes) dropIfUnusedLocked(rk remoteKey) {
 	if _, ok := r.entries[rk]; !ok {
-		return nil
+		return
 	}
 	for _, u := range r.users {
 		if u.resolved && u.remote == rk || slices.Contains(u.tried, rk) {
-			return nil
+			return
 		}
 	}
 	r.entries[rk].dropClients()
 	delete(r.entries, rk)
-	return []string{rk.clusterName()}
-}
-
-// removeClustersLocked stops the informers of clusters nobody uses. The
-// registry calls back into the controller's queue, never into remotes, so
-// holding r.mu is safe.
-func (r *remotes) removeClustersLocked(names []string) {
-	for _, n := range names {
-		r.registry.RemoveCluster(n)
-	}
+	r.registry.RemoveCluster(rk.clusterName())
 }
 
 // entry returns the entry rk, made if needed, and counts it among those
