@@ -56,6 +56,7 @@ unit:
 verify: fmt vet
 	bash hack/verify-codegen.sh
 	bash hack/verify-layout.sh
+	bash hack/verify-headers.sh
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^pkg/generated/')); \

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools keeps the code generators in go.mod, so that

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubectl-vidra is kubectl vidra, the kubectl plugin of Vidra: on the
 // PATH, kubectl runs it for `kubectl vidra ...`. The commands live in
 // internal/plugin/commands; docs/plugin.md describes them.

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command vidra runs the Vidra operator: it keeps the manifests of every
 // VidraResource applied, corrects drift on events and on an interval, and
 // cleans up through a finalizer. See the README for flags and configuration.

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench measures Vidra against the performance targets of SPEC §7 on
 // this machine, side by side in one run, against a fresh local control plane:
 //

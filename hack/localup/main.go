@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command localup gives a person a local Kubernetes control plane (etcd,
 // kube-apiserver, kube-controller-manager) with Vidra running against it and
 // a sample applied, and tears everything down on Ctrl-C. `make run` calls it.

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command models-schema prints the OpenAPI v2 models of the generated
 // pkg/generated/openapi definitions as JSON. hack/update-codegen.sh feeds them
 // to applyconfiguration-gen, which needs them to generate the Extract

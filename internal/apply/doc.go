@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package apply is Vidra's server-side-apply engine: it brings the objects
 // of one VidraResource on its destination to the manifest, and lets go of
 // those that left it.

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config holds the operator's run-time settings that come from the
 // vidra-config ConfigMap (SPEC section 4): the periodic re-check interval and
 // its jitter, whether drift is corrected on events, and the field managers

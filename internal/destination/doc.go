@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package destination resolves where a VidraResource's objects go, and as
 // whom: the local cluster or a remote one, with the operator's identity or
 // an impersonated ServiceAccount.

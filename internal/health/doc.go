@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package health tells how a managed object is doing, in kstatus'
 // vocabulary: Current, InProgress, Failed, Terminating, NotFound or Unknown,
 // with a short message a person can act on.

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package manifest turns the spec.manifest string of a VidraResource into the
 // objects to apply, in the order to apply them, or into errors a person can
 // act on. It is pure logic: it never talks to an API server.

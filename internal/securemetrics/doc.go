@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package securemetrics guards the operator's /metrics endpoint the way the
 // API server guards a non-resource URL, for operators run with
 // --metrics-secure. Metric labels name tenants' namespaces, so whoever

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package shard divides VidraResources between the replicas of a sharded
 // operator, with Kubernetes itself as the only coordinator.
 //

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testenv starts a real, throwaway Kubernetes control plane on this
 // machine: etcd, kube-apiserver and kube-controller-manager (garbage collector
 // and namespace controllers only), built from source by

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller is Vidra's VidraResource controller: a workqueue-backed,
 // level-triggered reconciler in the style of k8s.io/sample-controller.
 //

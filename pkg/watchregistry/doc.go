@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package watchregistry runs the informers of an operator that manages
 // objects of kinds it only learns about at run time, one informer per
 // (cluster, resource, namespace scope) that its owners need, and wakes the

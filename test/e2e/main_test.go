@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e_test runs Vidra's controller end to end: one operator, started
 // in-process through internal/operator, against a real API server (and, for
 // remote destinations, a second one). It covers what a user sees of a

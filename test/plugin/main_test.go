@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plugin_test runs kubectl vidra, the binary, against a real API
 // server with the operator running in-process: each test runs a command as a
 // person would and compares what it prints with a golden file under

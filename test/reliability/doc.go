@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reliability holds Vidra's end-to-end reliability tests: the
 // operator binary runs as a process of its own against a real control plane
 // and is killed with SIGKILL while it converges, loses its API server, and

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package security_test attacks Vidra as a hostile tenant would, against a
 // real API server, with the operator running in-process under the default
 // install's settings: only its own namespace is trusted, no default

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clusterconfig exports one context of a person's kubeconfig as the
 // self-contained kubeconfig a remote destination's Secret holds (kubectl
 // vidra cluster add).

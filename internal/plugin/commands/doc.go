@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package commands is kubectl vidra: the cobra commands of the
 // kubectl-vidra binary (cmd/kubectl-vidra) and the wiring between kubectl's
 // flags (k8s.io/cli-runtime), the project's generated clientset and the

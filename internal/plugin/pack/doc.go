@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pack turns local YAML and JSON files into the spec.manifest of a
 // VidraResource, so that nobody writes YAML inside YAML by hand.
 //

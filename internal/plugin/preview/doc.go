@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package preview tells what applying a VidraResource would change on its
 // destination, the way kubectl diff does for kubectl apply: by asking the
 // API server, never by guessing on the client.

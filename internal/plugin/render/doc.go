@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package render turns VidraResources into what kubectl vidra prints for
 // a person: the table of get, the tree of a resource and its objects, and
 // the explanation of why, in kubectl's conventions (upper-case headers,

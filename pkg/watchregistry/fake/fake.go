@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fake helps unit-test code built on watchregistry with client-go's
 // fake dynamic client, without an API server.
 //

@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package v1alpha1
 
 // Marks Vidra puts on the objects it manages and on VidraResources.

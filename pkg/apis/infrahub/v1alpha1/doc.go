@@ -1,3 +1,6 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is version v1alpha1 of the infrahub.operators.com API:
 // VidraResource, a set of Kubernetes manifests that Vidra applies to a
 // destination cluster and keeps there. The types are the contract with users
