@@ -4,10 +4,12 @@
 package infrahub_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vidra-operator/vidra/internal/infrahub"
@@ -153,5 +155,40 @@ func TestAnonymousQueryIsForbidden(t *testing.T) {
 	// GET passes anonymously, as in Infrahub.
 	if _, err := c.Download(ctx(t), infrahub.Source{}, "a0000000-0000-0000-0000-000000000001"); err != nil {
 		t.Errorf("anonymous download: %v", err)
+	}
+}
+
+// TestLateRefusalOfARenewedTokenRenewsNothing: a request sent with the old
+// token and refused after another caller already refreshed it uses the new
+// token rather than refreshing again.
+func TestLateRefusalOfARenewedTokenRenewsNothing(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	s := startStandin(t, standin.Options{Clock: clock, AccessLifetime: time.Minute})
+	c := newClient(t, s, login)
+	if _, err := c.Artifacts(ctx(t), byName); err != nil {
+		t.Fatal(err)
+	}
+	clock.SetTime(clock.Now().Add(2 * time.Minute))
+	// The late caller's request is held at the server while the other's is
+	// refused, refreshed and answered.
+	s.Fault(standin.Fault{Endpoint: standin.EndpointQuery, Delay: time.Second})
+	late := make(chan error, 1)
+	go func() {
+		_, err := c.Artifacts(ctx(t), byName)
+		late <- err
+	}()
+	if err := wait.PollUntilContextTimeout(ctx(t), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.Counts().Query == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Artifacts(ctx(t), byName); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Counts(); got.Refresh != 1 || got.Login != 1 {
+		t.Errorf("counts %+v: want one refresh for both refusals of the same token", got)
 	}
 }
