@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func startStandin(t *testing.T, opts standin.Options) *standin.Server {
 // allowed, the default deny list otherwise.
 func httpClient(t *testing.T) *http.Client {
 	t.Helper()
-	hc, err := infrahub.NewHTTPClient(infrahub.HTTPOptions{Guard: destination.Guard{AllowHTTP: true}})
+	hc, err := infrahub.NewHTTPClient(infrahub.HTTPOptions{Guard: allowHTTP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +87,8 @@ func asError(t *testing.T, err error) *infrahub.Error {
 // stored query.
 var byName = infrahub.Source{QueryName: "ArtifactIDs", ArtifactName: "app"}
 
-// denyNothing is a deny list that denies nothing.
-var denyNothing = []netip.Prefix{}
+// allowHTTP lets the tests speak plain http to loopback.
+var allowHTTP = destination.Guard{AllowHTTP: true}
 
 // certPEM is the PEM of a TLS test server's certificate.
 func certPEM(srv *httptest.Server) []byte {
