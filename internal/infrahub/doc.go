@@ -47,6 +47,25 @@
 // An answer over its bound is refused when the bound is reached (or at once
 // when Content-Length says so); the rest is never read.
 //
+// # Decisions
+//
+//   - No redirect is followed, to https or not: Infrahub's API does not
+//     redirect, and Go would carry X-INFRAHUB-KEY to any host a redirect
+//     names. A redirect is a KindBadAnswer.
+//   - A private CA (HTTPOptions.CAPEM) replaces the system roots: the sync
+//     says who signs its Infrahub.
+//   - A stored query Infrahub answers 404 for is not asked again for an
+//     hour (Vidra's own query answers meanwhile); a person who creates it
+//     is heard within the hour.
+//   - Artifact ids must be DNS-1123 subdomains (Infrahub's are UUIDs): each
+//     names a VidraResource and goes into a URL path. An answer naming an
+//     artifact twice, or with a field over 1 KiB, is a KindBadAnswer.
+//   - Artifact.Target is the target node's id, stable and bounded, not its
+//     display label.
+//   - Login is lazy (the first call) and happens again only when a refresh
+//     is refused or a token is invalid ("Invalid token": Infrahub's key
+//     changed); a 401 costs one renewal and one more try, never a loop.
+//
 // # Time
 //
 // Source.At is Infrahub's "at": ValidateAt accepts what Infrahub reads

@@ -212,7 +212,13 @@ func (e *Error) Retryable() bool {
 // a short escaped excerpt (at most MaxExcerpt bytes of the body). For logs
 // only: never for a status or an Event.
 func (e *Error) LogKeysAndValues() []any {
-	return []any{"op", e.Op, "host", e.Host, "kind", string(e.Kind), "code", e.Status, "bodyBytes", e.bodyLen, "bodyExcerpt", e.excerpt}
+	kv := []any{"op", e.Op, "host", e.Host, "kind", string(e.Kind), "code", e.Status, "bodyBytes", e.bodyLen, "bodyExcerpt", e.excerpt}
+	if e.err != nil {
+		// A network or TLS error may name what the server presented (its
+		// certificate's names): escaped and cut, as a body's excerpt.
+		kv = append(kv, "cause", escapedExcerpt([]byte(e.err.Error()), 2*MaxExcerpt))
+	}
+	return kv
 }
 
 // MaxExcerpt bounds the excerpt of a body LogKeysAndValues gives.
@@ -221,7 +227,13 @@ const MaxExcerpt = 128
 // setBody records, for logs, the length of a body and its escaped start.
 func (e *Error) setBody(body []byte) {
 	e.bodyLen = int64(len(body))
-	cut := body[:min(len(body), MaxExcerpt)]
-	q := strconv.QuoteToASCII(string(cut))
-	e.excerpt = q[1 : len(q)-1]
+	e.excerpt = escapedExcerpt(body, MaxExcerpt)
+}
+
+// escapedExcerpt is the start of b, at most n bytes of it, escaped as a Go
+// string's ASCII quoting escapes it (no control character, no terminal
+// escape reaches a log).
+func escapedExcerpt(b []byte, n int) string {
+	q := strconv.QuoteToASCII(string(b[:min(len(b), n)]))
+	return q[1 : len(q)-1]
 }
