@@ -44,6 +44,22 @@ type Artifact struct {
 // is Ready, or the query did not select it.
 func (a Artifact) Ready() bool { return a.Status == "" || a.Status == StatusReady }
 
+// ChangedSince reports whether the artifact's content may differ from the
+// content last applied, known by its checksum and storage id (as an earlier
+// Artifact gave them): a different checksum, or, when both storage ids are
+// known, a different storage id (each change of content gets a new one).
+// An empty checksum on either side says nothing is known: changed. A caller
+// downloads only the artifacts that changed.
+func (a Artifact) ChangedSince(checksum, storageID string) bool {
+	switch {
+	case a.Checksum == "" || checksum == "":
+		return true
+	case a.Checksum != checksum:
+		return true
+	}
+	return a.StorageID != "" && storageID != "" && a.StorageID != storageID
+}
+
 // The artifact statuses of Infrahub.
 const (
 	StatusReady      = "Ready"

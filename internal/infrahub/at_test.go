@@ -84,3 +84,26 @@ func TestValidateBranch(t *testing.T) {
 		}
 	}
 }
+
+func TestChangedSince(t *testing.T) {
+	for _, tt := range []struct {
+		name                      string
+		art                       infrahub.Artifact
+		lastChecksum, lastStorage string
+		want                      bool
+	}{
+		{"same checksum, no storage ids", infrahub.Artifact{Checksum: "c1"}, "c1", "", false},
+		{"same checksum and storage id", infrahub.Artifact{Checksum: "c1", StorageID: "s1"}, "c1", "s1", false},
+		{"new checksum", infrahub.Artifact{Checksum: "c2", StorageID: "s1"}, "c1", "s1", true},
+		{"new storage id", infrahub.Artifact{Checksum: "c1", StorageID: "s2"}, "c1", "s1", true},
+		{"storage id not selected now", infrahub.Artifact{Checksum: "c1"}, "c1", "s1", false},
+		{"storage id not known before", infrahub.Artifact{Checksum: "c1", StorageID: "s1"}, "c1", "", false},
+		{"nothing applied yet", infrahub.Artifact{Checksum: "c1"}, "", "", true},
+		{"no checksum (not rendered)", infrahub.Artifact{}, "c1", "s1", true},
+		{"checksum compared exactly", infrahub.Artifact{Checksum: "C1"}, "c1", "", true},
+	} {
+		if got := tt.art.ChangedSince(tt.lastChecksum, tt.lastStorage); got != tt.want {
+			t.Errorf("%s: ChangedSince = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

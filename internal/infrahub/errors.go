@@ -168,7 +168,7 @@ func (e *Error) advice() string {
 	case KindNetwork:
 		return with("check spec.source.infrahubAPIURL and that Infrahub is reachable from the operator")
 	case KindInvalid:
-		return with("fix the InfrahubSync's spec.source")
+		return with("nothing was sent")
 	}
 	return with("an unexpected failure")
 }
