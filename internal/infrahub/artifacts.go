@@ -107,6 +107,17 @@ func (c *Client) storedQueryMissing(name string) bool {
 	return ok
 }
 
+// StoredQueryMissing reports whether Infrahub answered 404 for the stored
+// query name within the last hour, so that Artifacts asks Vidra's own
+// query instead: a caller may say so in a status (the sync's queryName
+// names nothing Infrahub knows).
+func (c *Client) StoredQueryMissing(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.missing[name]
+	return ok && c.clock.Since(at) < storedQueryRecheck
+}
+
 // checkSource refuses a Source Vidra does not send.
 func (c *Client) checkSource(op string, src Source) error {
 	invalid := func(detail string) error { return &Error{Op: op, Host: c.host, Kind: KindInvalid, detail: detail} }

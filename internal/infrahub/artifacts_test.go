@@ -105,6 +105,9 @@ func TestUnknownStoredQueryFallsBackToGraphQLAndIsRemembered(t *testing.T) {
 	if got := s.Counts(); got.Query != 1 || got.GraphQL != 3 {
 		t.Errorf("counts %+v: want the 404 paid once, then GraphQL only", got)
 	}
+	if !c.StoredQueryMissing("ArtifactIDs") || c.StoredQueryMissing("Other") {
+		t.Error("StoredQueryMissing does not say which query Infrahub did not know")
+	}
 	// A person creates the query: it is asked for again within the hour.
 	s.AddStoredQuery("ArtifactIDs", standin.ArtifactIDsQuery)
 	clock.SetTime(clock.Now().Add(time.Hour))

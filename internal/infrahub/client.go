@@ -105,8 +105,8 @@ type Client struct {
 	mu sync.Mutex
 	// access and refresh are the tokens of the last login; gen counts the
 	// access tokens obtained, so that of many requests refused with the
-	// same token only one renews it; renewing is closed when the renewal
-	// in flight ends.
+	// same token only one renews it; renewing is the renewal in flight, if
+	// any, which the others wait for.
 	access, refresh string
 	gen             uint64
 	renewing        *renewal
