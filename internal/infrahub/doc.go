@@ -35,14 +35,16 @@
 //
 // # Bounds
 //
-// | what | default | option |
-// |---|---|---|
-// | one call (login, query, download), connection to last byte | 10 s | Options.Timeout |
-// | a query or login answer | 4 MiB | Options.MaxResponseBytes |
-// | an artifact's content (what spec.manifest can hold) | 1 MiB | Options.MaxArtifactBytes |
-// | an error answer read to classify it | 64 KiB | - |
-// | a private CA bundle | 128 KiB | - (MaxCABytes) |
-// | one field of an artifact (id, name, checksum, ...) | 1 KiB | - |
+//	what                                                  default  option
+//	one call (login, query, download), dial to last byte  10 s     Options.Timeout
+//	a query's or login's answer                           4 MiB    Options.MaxResponseBytes
+//	an artifact's content (what spec.manifest holds)      1 MiB    Options.MaxArtifactBytes
+//	an error answer, read to classify it                  64 KiB   -
+//	an answer's headers                                   64 KiB   -
+//	a private CA bundle                                   128 KiB  MaxCABytes
+//	one field of an artifact (name, checksum, ...)        1 KiB    -
+//	pages of one query answer                             100      -
+//	Retry-After reported                                  1 hour   -
 //
 // An answer over its bound is refused when the bound is reached (or at once
 // when Content-Length says so); the rest is never read.
