@@ -70,7 +70,7 @@ func TestAnObjectCreatedBeforeAFailedStatusWriteIsPrunedOnceDropped(t *testing.T
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !slices.Contains(f.actions, "delete configmaps vidra-system/dropped") {
-		t.Errorf("requests sent:\n  %s\nwant the dropped object deleted", strings.Join(f.actions, "\n  "))
+		t.Errorf("requests sent:\n  %s\nwant the dropped object deleted; status %+v", strings.Join(f.actions, "\n  "), f.statuses)
 	}
 	if len(f.statuses) != 1 {
 		t.Fatalf("%d status writes, want 1", len(f.statuses))
