@@ -379,3 +379,50 @@ func TestSinceUntilKeepsTheWindow(t *testing.T) {
 		t.Fatalf("requests %d, out %d, hours %v", rep.Clients[0].Requests, rep.OutOfWindow, rep.Hours)
 	}
 }
+
+func TestBudgets(t *testing.T) {
+	rep := Report{Clients: []Client{{Name: "vidra", User: "system:serviceaccount:vidra-system:vidra", PerHour: 40}, {Name: "poller", User: "u", PerHour: 2400}}}
+	tests := []struct {
+		flag   string
+		ok     bool
+		parses bool
+	}{
+		{"vidra=60/h", true, true},
+		{"vidra=1/m", true, true},
+		{"vidra=30", false, true},
+		{"system:serviceaccount:vidra-system:vidra=50/h", true, true},
+		{"poller=1000/h", false, true},
+		{"nobody=1000/h", false, true},
+		{"vidra", false, false},
+		{"vidra=-1/h", false, false},
+		{"vidra=1/d", false, false},
+	}
+	for _, tc := range tests {
+		b, err := ParseBudget(tc.flag)
+		if (err == nil) != tc.parses {
+			t.Fatalf("ParseBudget(%q): %v", tc.flag, err)
+		}
+		if err != nil {
+			continue
+		}
+		if got := CheckBudgets(rep, []Budget{b})[0]; got.OK != tc.ok {
+			t.Errorf("%s: %+v, want ok=%v", tc.flag, got, tc.ok)
+		}
+	}
+}
+
+func TestPlotEscapesClientNames(t *testing.T) {
+	var g gen
+	g.every(req{user: "<script>\x1b[31m", ua: "evil/v1", verb: "get", resource: "pods", ns: "a", name: "p"}, 0, time.Second, 5)
+	var out bytes.Buffer
+	if err := WritePlot(&out, analyse(t, g.buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	svg := out.String()
+	if strings.Contains(svg, "<script>") || strings.Contains(svg, "\x1b") {
+		t.Fatalf("raw log bytes in the plot:\n%s", svg)
+	}
+	if strings.Count(svg, `stroke="`+causeColor[RequeuePoll]+`"`) != 5 {
+		t.Fatalf("want 5 requeue-poll marks:\n%s", svg)
+	}
+}
