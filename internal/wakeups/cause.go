@@ -16,6 +16,7 @@ const (
 	LeaseRenewal Cause = "lease-renewal"
 	WatchRestart Cause = "watch-restart"
 	Relist       Cause = "relist"
+	InitialList  Cause = "initial-list"
 	RequeuePoll  Cause = "requeue-poll"
 	Resync       Cause = "resync"
 	Heartbeat    Cause = "heartbeat"
@@ -25,13 +26,14 @@ const (
 )
 
 // Causes lists every cause, in the order tables show them.
-var Causes = []Cause{HotLoop, Fight, RequeuePoll, Resync, Heartbeat, Relist, LeaseRenewal, WatchRestart, Unexplained}
+var Causes = []Cause{HotLoop, Fight, RequeuePoll, Resync, Heartbeat, Relist, InitialList, LeaseRenewal, WatchRestart, Unexplained}
 
 // Saving tells what share of a cause's requests an event-driven client
 // would not make: polls, resyncs, hot loops, fights and relists all of
 // them (a watch tells what changed); a heartbeat those that changed
 // nothing (all of them when the log cannot tell); Lease renewals and watch
-// restarts are what event-driven costs; of unexplained requests nothing is
+// restarts are what event-driven costs, and so is an informer's initial
+// list; of unexplained requests nothing is
 // claimed.
 func (c Cause) Saving() float64 {
 	switch c {
@@ -86,8 +88,12 @@ func classify(f Facts) Verdict {
 	switch {
 	case f.Group == "coordination.k8s.io" && f.Resource == "leases" && (f.Verb == "get" || f.Verb == "update" || f.Verb == "patch"):
 		return Verdict{LeaseRenewal, fmt.Sprintf("%s of a coordination.k8s.io Lease", f.Verb)}
+	case f.Verb == "watch" && f.InitialEvents && f.Requests == 1:
+		return Verdict{InitialList, "one watch with sendInitialEvents in the window: an informer starting"}
+	case f.Verb == "list" && !f.Named && f.Requests == 1 && f.After410 == 0:
+		return Verdict{InitialList, "one list of the whole collection in the window: an informer starting"}
 	case f.Verb == "watch" && f.InitialEvents:
-		return Verdict{Relist, "watch with sendInitialEvents: a streaming list of the whole collection"}
+		return Verdict{Relist, fmt.Sprintf("%d watches with sendInitialEvents: streaming lists of the whole collection, again", f.Requests)}
 	case f.Verb == "watch":
 		return Verdict{WatchRestart, "watch: each request restarts the stream (its timeoutSeconds, or a closed connection)"}
 	case write && f.Turns >= 3:
@@ -108,9 +114,9 @@ func classify(f Facts) Verdict {
 	case !write && f.Named && (f.Verb == "get" || f.Verb == "list") && t.Periodic() && f.WrittenBetween*5 <= t.Gaps:
 		return Verdict{RequeuePoll, fmt.Sprintf("%s of one object at a fixed period, unwritten between %d of %d reads", f.Verb, t.Gaps-f.WrittenBetween, t.Gaps)}
 	case f.Verb == "list" && !f.Named && f.After410 > 0:
-		return Verdict{Relist, fmt.Sprintf("list of the whole collection, %d after a 410 Gone", f.After410)}
+		return Verdict{Relist, fmt.Sprintf("%d lists of the whole collection, %d after a 410 Gone", f.Requests, f.After410)}
 	case f.Verb == "list" && !f.Named:
-		return Verdict{Relist, fmt.Sprintf("list of the whole collection (%d without a resourceVersion: from etcd)", f.NoVersion)}
+		return Verdict{Relist, fmt.Sprintf("%d lists of the whole collection (%d without a resourceVersion: from etcd)", f.Requests, f.NoVersion)}
 	}
 	return Verdict{Unexplained, "fits no rule"}
 }

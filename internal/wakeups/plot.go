@@ -22,6 +22,7 @@ var causeColor = map[Cause]string{
 	Resync:       "#8c564b",
 	Heartbeat:    "#e377c2",
 	Relist:       "#bcbd22",
+	InitialList:  "#17becf",
 	LeaseRenewal: "#1f77b4",
 	WatchRestart: "#2ca02c",
 	Unexplained:  "#7f7f7f",

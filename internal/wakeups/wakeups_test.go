@@ -149,6 +149,18 @@ func TestDetectorsNameEachCause(t *testing.T) {
 		},
 		client: "my-controller", verb: "list", resource: "pods", want: Relist, period: time.Minute,
 	}, {
+		name: "one list is an informer starting",
+		build: func(g *gen) {
+			g.add(req{user: "u", ua: ctrlUA, verb: "list", resource: "pods", query: "limit=500&resourceVersion=0"})
+		},
+		client: "my-controller", verb: "list", resource: "pods", want: InitialList,
+	}, {
+		name: "one streaming list is an informer starting",
+		build: func(g *gen) {
+			g.add(req{user: "u", ua: ctrlUA, verb: "watch", resource: "pods", query: "sendInitialEvents=true&watch=true"})
+		},
+		client: "my-controller", verb: "watch", resource: "pods", want: InitialList,
+	}, {
 		name: "relist after a 410",
 		build: func(g *gen) {
 			g.add(req{at: 0, user: "u", ua: ctrlUA, verb: "list", resource: "pods", query: "resourceVersion=9", code: 410})

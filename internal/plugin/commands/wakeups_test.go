@@ -27,9 +27,9 @@ func auditLog(t *testing.T) string {
 			line, _ := json.Marshal(map[string]any{
 				"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "stage": stage,
 				"auditID": fmt.Sprintf("a-%d", i), "verb": "get", "requestURI": "/api/v1/namespaces/demo/configmaps/settings",
-				"user":      map[string]any{"username": "poller" + hostile},
-				"userAgent": "poller" + hostile + "/v1.0.0 (linux/amd64) kubernetes/abc",
-				"objectRef": map[string]any{"resource": "configmaps", "namespace": "demo", "name": "settings" + hostile},
+				"user":                     map[string]any{"username": "poller" + hostile},
+				"userAgent":                "poller" + hostile + "/v1.0.0 (linux/amd64) kubernetes/abc",
+				"objectRef":                map[string]any{"resource": "configmaps", "namespace": "demo", "name": "settings" + hostile},
 				"responseStatus":           map[string]any{"code": 200},
 				"requestReceivedTimestamp": start.Add(time.Duration(i) * 2 * time.Second).Format(time.RFC3339Nano),
 			})
