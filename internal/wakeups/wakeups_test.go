@@ -438,3 +438,45 @@ func TestPlotEscapesClientNames(t *testing.T) {
 		t.Fatalf("want 5 requeue-poll marks:\n%s", svg)
 	}
 }
+
+func TestDedupeWindowStaysBounded(t *testing.T) {
+	var g gen
+	for i := 0; i < 10; i++ {
+		g.add(req{at: time.Duration(i) * time.Second, user: "u", ua: ctrlUA, verb: "get", resource: "pods", ns: "a", name: "p"}, StageRequestReceived)
+	}
+	rd := Reader{DedupeWindow: 4}
+	if err := rd.Read(bytes.NewReader(g.buf.Bytes()), func(Request) {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.seen) > 4 || len(rd.ring) > 4 {
+		t.Fatalf("window holds %d ids, ring %d, want at most 4", len(rd.seen), len(rd.ring))
+	}
+	if c := rd.Coverage(); c.OnlyReceived != 10 {
+		t.Fatalf("only received %d, want 10", c.OnlyReceived)
+	}
+}
+
+func TestPlotIsBounded(t *testing.T) {
+	rep := Report{From: base, To: base.Add(time.Hour)}
+	for i := 0; i < plotLanes+50; i++ {
+		c := Client{Name: fmt.Sprintf("c%d", i)}
+		for j := 0; j < 20; j++ {
+			s := Stream{Verdict: Verdict{Cause: Unexplained}}
+			for k := 0; k < 256; k++ {
+				s.Times = append(s.Times, base.Add(time.Duration(k)*time.Second))
+			}
+			c.Streams = append(c.Streams, s)
+		}
+		rep.Clients = append(rep.Clients, c)
+	}
+	var out bytes.Buffer
+	if err := WritePlot(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "<line"); n > plotLanes*plotMarks+1 {
+		t.Fatalf("%d marks", n)
+	}
+	if !strings.Contains(out.String(), "the worst 100 of 150 clients") {
+		t.Fatal("the title does not say clients were left out")
+	}
+}
