@@ -37,25 +37,31 @@ type event struct {
 	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
+	UserAgent      string          `json:"userAgent"`
+	ObjectRef      *objectRef      `json:"objectRef"`
+	ResponseStatus *responseStatus `json:"responseStatus"`
 	// ResponseObject is recorded at level RequestResponse only: its
 	// resourceVersion tells whether a write changed anything.
-	ResponseObject *struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	} `json:"responseObject"`
-	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	ResponseObject           *responseObject `json:"responseObject"`
+	RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
+}
+
+type objectRef struct {
+	Resource    string `json:"resource"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	APIGroup    string `json:"apiGroup"`
+	Subresource string `json:"subresource"`
+}
+
+type responseStatus struct {
+	Code int `json:"code"`
+}
+
+type responseObject struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
 }
 
 // Request is one API request, as the analysis sees it: once, whatever
@@ -100,9 +106,11 @@ var (
 
 // decode reads one line into an event.
 func decode(line []byte, ev *event) error {
-	*ev = event{}
-	if err := json.Unmarshal(line, ev); err != nil {
-		return err
+	if !scanEvent(line, ev) {
+		*ev = event{}
+		if err := json.Unmarshal(line, ev); err != nil {
+			return err
+		}
 	}
 	if ev.Kind != "" && ev.Kind != "Event" {
 		return errNotEvent
