@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,6 +76,9 @@ func writeBenchLog(b *testing.B, path string, mb int) int64 {
 		if verb == "list" {
 			uri += "?limit=500&resourceVersion=0"
 		}
+		// The API server's encoder escapes '&' as \u0026, as Go's
+		// encoding/json does.
+		uri = strings.ReplaceAll(uri, "&", `\u0026`)
 		stages := []string{StageRequestReceived, StageResponseComplete}
 		if verb == "watch" {
 			stages = []string{StageRequestReceived, StageResponseStarted, StageResponseComplete}
