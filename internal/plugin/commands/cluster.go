@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,7 +93,7 @@ spec.destination stanza to use.`,
 			if err != nil {
 				return err
 			}
-			id, reviewErr := reviewIdentity(cmd.Context(), exported.Kubeconfig)
+			id, reviewErr := reviewIdentity(cmd.Context(), exported.Kubeconfig, r.streams.ErrOut)
 			decision := clusterconfig.Decide(fromContext, ns, id, reviewErr, yes)
 			if decision.Refused != nil {
 				return decision.Refused
@@ -158,12 +159,13 @@ const reviewTimeout = 30 * time.Second
 
 // reviewIdentity asks the cluster of kubeconfig, as its identity, what it
 // may do.
-func reviewIdentity(ctx context.Context, kubeconfig []byte) (*clusterconfig.Identity, error) {
+func reviewIdentity(ctx context.Context, kubeconfig []byte, errOut io.Writer) (*clusterconfig.Identity, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = fieldManager + "/" + version()
+	cfg.WarningHandler = warnings{errOut}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -173,3 +173,16 @@ func checkEscaped(t *testing.T, what, out string) {
 		}
 	}
 }
+
+// The API server's warnings, which an admission webhook words, are
+// printed escaped, on one line.
+func TestWarningsEscapeEveryRune(t *testing.T) {
+	for _, r := range escapedRunes() {
+		var b strings.Builder
+		warnings{&b}.HandleWarningHeader(299, "-", "image a"+string(r)+"b\nis deprecated")
+		if !strings.HasPrefix(b.String(), "Warning: image a") || strings.Count(b.String(), "\n") != 1 {
+			t.Errorf("warning %q", b.String())
+		}
+		checkEscaped(t, fmt.Sprintf("the warning of %U", r), b.String())
+	}
+}

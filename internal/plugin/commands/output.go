@@ -119,3 +119,17 @@ func version() string {
 	}
 	return "(devel)"
 }
+
+// warnings prints the warnings of API server answers as kubectl does,
+// "Warning: <text>" on stderr, escaped: an admission webhook's warning may
+// quote what a tenant wrote, and client-go's default handler logs it as
+// it is.
+type warnings struct{ w io.Writer }
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (h warnings) HandleWarningHeader(code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	fmt.Fprintf(h.w, "Warning: %s\n", render.OneLine(text))
+}
