@@ -116,7 +116,7 @@ type tokens struct {
 func (t *tokens) replace(v any) any {
 	switch v := v.(type) {
 	case string:
-		return t.token(v)
+		return t.token(v, false)
 	case []any:
 		for i := range v {
 			v[i] = t.replace(v[i])
@@ -125,20 +125,32 @@ func (t *tokens) replace(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
-			out[t.token(k)] = t.replace(e)
+			out[t.token(k, true)] = t.replace(e)
 		}
 		return out
 	}
 	return v
 }
 
-func (t *tokens) token(s string) string {
+// simpleKey is the longest key the YAML writer writes as "key: value";
+// past it, "? key" on a line of its own, where a key may be of any
+// length (a reader takes a simple key of at most 1024 runes).
+const simpleKey = 128
+
+func (t *tokens) token(s string, key bool) string {
 	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && r != '\t' && Escaped(r) }) {
 		return s
 	}
-	// The final 'x' keeps one token from being the start of another.
+	// The 'x' after the number keeps one token from being the start of
+	// another.
 	tok := t.prefix + strconv.Itoa(len(t.quoted)/2) + "x"
-	t.quoted = append(t.quoted, tok, quoteYAML(s))
+	q := quoteYAML(s)
+	if key && len(q) > simpleKey-32 {
+		// A token as long as the quoted key would be makes the writer
+		// write the key explicitly, as it would the key itself.
+		tok += strings.Repeat("x", simpleKey+1-len(tok))
+	}
+	t.quoted = append(t.quoted, tok, q)
 	return tok
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"unicode"
 
@@ -102,6 +103,15 @@ func TestJSONToYAMLWritesPlainValuesAsKubectlDoes(t *testing.T) {
 	want := "a:\n- 1\n- x\nb: |-\n  two\n  lines\nnum: 12345678901234567890\nvidraescaped0x: \"\\u202e\"\n"
 	if diff := cmp.Diff(want, string(y)); diff != "" {
 		t.Errorf("YAML (-want +got):\n%s", diff)
+	}
+	// A long key is written as an explicit key: a simple one may be at
+	// most 1024 runes long.
+	long := strings.Repeat("\u202e", 300)
+	j, _ = json.Marshal(map[string]map[string]string{"m": {long: "v", "k": long}})
+	y, err = JSONToYAML(j)
+	var back map[string]map[string]string
+	if err != nil || yaml.Unmarshal(y, &back) != nil || back["m"][long] != "v" || back["m"]["k"] != long {
+		t.Errorf("YAML of a long key does not read back: %v\n%s", err, y)
 	}
 	plain := []byte(`{"a": "b"}`)
 	y, err = JSONToYAML(plain)
