@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -368,19 +367,6 @@ func TestCreatePacksFilesIntoAResource(t *testing.T) {
 	write("20-more.yml", docs(configMap("more", "1"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels: [x]\n"))
 	res = run(t, "create", "broken", "-n", ns, "-f", dir).expect(t, 1)
 	golden(t, "create-unparsable.txt", strings.ReplaceAll(res.stderr, dir+"/", ""), normal{})
-}
-
-func TestClusterAddWritesTheSecretTheOperatorAccepts(t *testing.T) {
-	ns := namespace(t)
-	res := run(t, "cluster", "add", "staging", "--context", "testenv", "-n", ns).expect(t, 0)
-	golden(t, "cluster-add.txt", res.stdout, normal{names: map[string]string{ns: "<ns>"}})
-	secret, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "staging", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := destination.CheckKubeconfig(secret.Data["kubeconfig"]); err != nil {
-		t.Errorf("the operator would refuse the Secret's kubeconfig: %v", err)
-	}
 }
 
 func TestClusterAddRefusesAnExecPluginContext(t *testing.T) {
