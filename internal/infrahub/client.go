@@ -5,11 +5,16 @@ package infrahub
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/destination"
 )
 
 // The defaults of Options. A default is written once, here.
@@ -85,7 +90,7 @@ type Options struct {
 }
 
 // Client talks to one Infrahub server with one set of credentials. It is
-// safe for concurrent use; keep one per (server, credentials) between
+// safe for concurrent use; keep one per (server, credentials, CA) between
 // reconciles, since it holds the tokens of its login.
 type Client struct {
 	base        string // scheme://host[:port][/path], no trailing slash
@@ -98,24 +103,80 @@ type Client struct {
 	clock       clock.PassiveClock
 
 	mu sync.Mutex
-	// access and refresh are the tokens of the last login; loginDone is
-	// closed when a login or refresh in flight ends (one at a time).
+	// access and refresh are the tokens of the last login; gen counts the
+	// access tokens obtained, so that of many requests refused with the
+	// same token only one renews it; renewing is closed when the renewal
+	// in flight ends.
 	access, refresh string
-	authGen         uint64
-	authing         chan struct{}
-	// missing holds the stored queries Infrahub answered 404 for, which
-	// the Client no longer asks for.
-	missing map[string]bool
+	gen             uint64
+	renewing        *renewal
+	// missing holds when Infrahub answered 404 for a stored query: the
+	// Client asks Vidra's own query instead until storedQueryRecheck has
+	// passed.
+	missing map[string]time.Time
 }
 
-var errNotImplemented = errors.New("infrahub: not implemented yet")
+// storedQueryRecheck is how long a stored query Infrahub did not know is
+// not asked for again: a person who creates it is heard within the hour,
+// and a poll every minute does not pay a 404 every minute.
+const storedQueryRecheck = time.Hour
 
 // New returns a Client of the Infrahub at baseURL (e.g.
 // https://infrahub.example.com). The URL must be https (or http with
 // opts.AllowHTTP), without user information, query or fragment; a path is
 // kept as a prefix, for an Infrahub behind a reverse proxy.
 func New(baseURL string, opts Options) (*Client, error) {
-	return nil, errNotImplemented
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, errors.New("the Infrahub URL does not parse as a URL")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+	case "http":
+		if !opts.AllowHTTP {
+			return nil, fmt.Errorf("the Infrahub URL %s is plain http, which would send credentials in clear text; use https (or run the operator with --allow-http-destinations)", u.Redacted())
+		}
+	default:
+		return nil, errors.New("the Infrahub URL must start with https://")
+	}
+	switch {
+	case u.Host == "":
+		return nil, errors.New("the Infrahub URL has no host")
+	case u.User != nil:
+		return nil, errors.New("the Infrahub URL must not hold user information; put credentials in the credentials Secret")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return nil, errors.New("the Infrahub URL must have no query or fragment")
+	}
+	httpClient := opts.HTTPClient
+	if httpClient == nil {
+		if httpClient, err = NewHTTPClient(HTTPOptions{Guard: destination.Guard{AllowHTTP: opts.AllowHTTP}}); err != nil {
+			return nil, err
+		}
+	}
+	c := &Client{
+		base:        strings.ToLower(u.Scheme) + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/"),
+		host:        u.Host,
+		http:        httpClient,
+		creds:       opts.Credentials,
+		timeout:     opts.Timeout,
+		maxResponse: opts.MaxResponseBytes,
+		maxArtifact: opts.MaxArtifactBytes,
+		clock:       opts.Clock,
+		missing:     map[string]time.Time{},
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxResponse <= 0 {
+		c.maxResponse = DefaultMaxResponseBytes
+	}
+	if c.maxArtifact <= 0 {
+		c.maxArtifact = DefaultMaxArtifactBytes
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	return c, nil
 }
 
 // Host returns the server's host[:port], as Vidra's messages name it.

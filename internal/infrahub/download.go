@@ -3,7 +3,16 @@
 
 package infrahub
 
-import "context"
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"mime"
+	"net/http"
+	"net/url"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
 
 // Content is an artifact's content as Infrahub served it.
 type Content struct {
@@ -23,5 +32,23 @@ type Content struct {
 // to Options.MaxArtifactBytes and refused past it (KindTooLarge) without
 // reading the rest, and always closed. Every error is an *Error.
 func (c *Client) Download(ctx context.Context, src Source, id string) (Content, error) {
-	return Content{}, errNotImplemented
+	if err := c.checkSource(OpDownload, src); err != nil {
+		return Content{}, err
+	}
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return Content{}, &Error{Op: OpDownload, Host: c.host, Kind: KindInvalid, detail: "the artifact id is not one Infrahub gives"}
+	}
+	a, err := c.do(ctx, request{
+		op: OpDownload, method: http.MethodGet, path: "/api/artifact/" + url.PathEscape(id), query: sourceQuery(src),
+		limit: c.maxArtifact, accept: "*/*",
+	})
+	if err != nil {
+		return Content{}, err
+	}
+	media, _, err := mime.ParseMediaType(a.header.Get("Content-Type"))
+	if err != nil || len(media) > maxFieldBytes {
+		media = ""
+	}
+	sum := md5.Sum(a.body)
+	return Content{Data: a.body, ContentType: media, Checksum: hex.EncodeToString(sum[:])}, nil
 }

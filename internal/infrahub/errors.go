@@ -3,7 +3,12 @@
 
 package infrahub
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Kind is what went wrong with a call to Infrahub, as a caller decides on
 // it (retry, report, which field to check).
@@ -43,6 +48,9 @@ const (
 	// KindNetwork: no answer: the name did not resolve, the connection was
 	// refused or denied (--destination-cidr-deny), TLS failed.
 	KindNetwork Kind = "Network"
+	// KindInvalid: the Source cannot be asked for (a branch, at or query
+	// name Vidra refuses); nothing was sent.
+	KindInvalid Kind = "Invalid"
 )
 
 // Error is a failed call to Infrahub. Its Error() text is Vidra's own
@@ -74,8 +82,115 @@ type Error struct {
 	err error
 }
 
-// Error returns Vidra's words for the failure.
-func (e *Error) Error() string { return "infrahub: " + string(e.Kind) }
+// Error returns Vidra's words for the failure: who answered what to which
+// operation, and what to check. Nothing of it comes from the server.
+func (e *Error) Error() string {
+	var b strings.Builder
+	switch {
+	case e.Kind == KindInvalid:
+		fmt.Fprintf(&b, "Vidra did not send %s to Infrahub at %s", opText(e.Op), e.Host)
+	case e.Status != 0:
+		fmt.Fprintf(&b, "Infrahub at %s answered HTTP %d to %s", e.Host, e.Status, opText(e.Op))
+	default:
+		fmt.Fprintf(&b, "Infrahub at %s gave no answer to %s", e.Host, opText(e.Op))
+	}
+	b.WriteString(": ")
+	b.WriteString(e.advice())
+	return b.String()
+}
+
+// opText names an operation in a sentence.
+func opText(op string) string {
+	switch op {
+	case OpLogin:
+		return "the login"
+	case OpRefresh:
+		return "the refresh of the access token"
+	case OpQuery:
+		return "the stored query"
+	case OpGraphQL:
+		return "Vidra's artifact query"
+	case OpDownload:
+		return "the download of an artifact"
+	}
+	return "a request"
+}
+
+// The operations of Error.Op.
+const (
+	OpLogin    = "login"
+	OpRefresh  = "refresh"
+	OpQuery    = "query"
+	OpGraphQL  = "graphql"
+	OpDownload = "download"
+)
+
+// advice is what the Kind means and what to check, in Vidra's words.
+func (e *Error) advice() string {
+	with := func(s string) string {
+		if e.detail == "" {
+			return s
+		}
+		return e.detail + "; " + s
+	}
+	switch e.Kind {
+	case KindUnauthorized:
+		return with("check the credentials in spec.source.credentialsSecretRef")
+	case KindForbidden:
+		return with("check that the account of spec.source.credentialsSecretRef may read artifacts (Infrahub refuses queries without credentials)")
+	case KindNotFound:
+		if e.Op == OpDownload {
+			return with("the artifact is not there (deleted since the query?); check spec.source.targetBranch")
+		}
+		return with("check spec.source.targetBranch (does the branch exist?) and spec.source.infrahubAPIURL")
+	case KindBadRequest:
+		return with("check spec.source.targetBranch (does the branch exist?) and spec.source.targetDate")
+	case KindQueryError:
+		if e.Op == OpQuery {
+			return with("the stored query failed in Infrahub's GraphQL; check spec.queryName: the query must take $artifactname and select CoreArtifact")
+		}
+		return with("the query failed in Infrahub's GraphQL; check spec.source.artefactName (Vidra's query needs Infrahub 1.2 or later)")
+	case KindUnavailable:
+		return with("Infrahub or its database is unavailable or overloaded" + e.retryText())
+	case KindServerError:
+		return with("Infrahub failed on the request" + e.retryText())
+	case KindTooManyRequests:
+		return with("Infrahub is overloaded and asks clients to slow down" + e.retryText())
+	case KindTimeout:
+		return with("no complete answer in time; is Infrahub overloaded, or the network slow?")
+	case KindTooLarge:
+		if e.Op == OpDownload {
+			return with(fmt.Sprintf("the artifact's content is over %s, more than a VidraResource's manifest holds; make the artifact smaller or split it", byteSize(e.Limit)))
+		}
+		return with(fmt.Sprintf("the answer is over %s, more than Vidra reads of one answer; select fewer artifacts or fields", byteSize(e.Limit)))
+	case KindBadAnswer:
+		return with("this is not an answer Infrahub gives; check that spec.source.infrahubAPIURL names Infrahub's address")
+	case KindNetwork:
+		return with("check spec.source.infrahubAPIURL and that Infrahub is reachable from the operator")
+	case KindInvalid:
+		return with("fix the InfrahubSync's spec.source")
+	}
+	return with("an unexpected failure")
+}
+
+// retryText says when Vidra tries again.
+func (e *Error) retryText() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("; Vidra tries again (Infrahub asked to wait %s)", e.RetryAfter)
+	}
+	return "; Vidra tries again"
+}
+
+// byteSize writes a bound as people read it.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // Unwrap returns the cause, if any.
 func (e *Error) Unwrap() error { return e.err }
@@ -102,3 +217,11 @@ func (e *Error) LogKeysAndValues() []any {
 
 // MaxExcerpt bounds the excerpt of a body LogKeysAndValues gives.
 const MaxExcerpt = 128
+
+// setBody records, for logs, the length of a body and its escaped start.
+func (e *Error) setBody(body []byte) {
+	e.bodyLen = int64(len(body))
+	cut := body[:min(len(body), MaxExcerpt)]
+	q := strconv.QuoteToASCII(string(cut))
+	e.excerpt = q[1 : len(q)-1]
+}
