@@ -21,8 +21,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -77,5 +80,82 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	return errors.New("not implemented yet")
+	if len(o.artifacts) == 0 {
+		return errors.New("no --artifact given")
+	}
+	l, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	s := standin.New(standin.Options{TLS: o.tls, Listener: l, AccessLifetime: o.accessLifetime, DefaultBranch: o.branch})
+	s.AddUser(o.user, o.password)
+	if o.token != "" {
+		s.AddToken(o.token)
+	}
+	present := map[string]bool{}
+	if err := load(s, o, present); err != nil {
+		return err
+	}
+	s.Start()
+	defer s.Close()
+	if o.tls && o.certOut != "" {
+		if err := os.WriteFile(o.certOut, s.CertPEM(), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("stand-in Infrahub serving at %s (user %s, %d artifacts named %q on branch %s)\n", s.URL(), o.user, len(present), o.name, o.branch)
+	fmt.Println("edit an artifact's file to change it; remove the file to delete it")
+	tick := time.NewTicker(o.reload)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			if err := load(s, o, present); err != nil {
+				fmt.Fprintln(os.Stderr, "infrahub-standin:", err)
+			}
+		}
+	}
+}
+
+// load (re)reads the artifacts' files into s: a changed file is a new
+// version (SetArtifact changes nothing when the content is the same), a
+// removed one deletes its artifact. present tracks which are stored.
+func load(s *standin.Server, o options, present map[string]bool) error {
+	var errs []error
+	for _, a := range o.artifacts {
+		content, err := os.ReadFile(a.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if present[a.id] {
+				s.DeleteArtifact(o.branch, a.id)
+				delete(present, a.id)
+				fmt.Printf("artifact %s deleted (%s is gone)\n", a.id, a.path)
+			}
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		before, existed := s.GetArtifact(o.branch, a.id)
+		after := s.SetArtifact(o.branch, standin.Artifact{ID: a.id, Name: o.name, ContentType: contentType(a.path), Content: content})
+		present[a.id] = true
+		if existed && before.Checksum != after.Checksum {
+			fmt.Printf("artifact %s changed: checksum %s, storage id %s\n", a.id, after.Checksum, after.StorageID)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// contentType is the artifact's content type by its file's extension, as an
+// artifact definition declares it.
+func contentType(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return "application/json"
+	case ".yaml", ".yml":
+		return "application/yaml"
+	}
+	return "text/plain"
 }

@@ -169,21 +169,36 @@ func (c *Client) exchange(ctx context.Context, r request, auth func(http.Header)
 var errOverBound = errors.New("answer over its bound")
 
 // readBounded reads r whole if it holds at most limit bytes, and fails with
-// errOverBound as soon as it passes them. length, if known (>= 0), sizes
-// the buffer once.
+// errOverBound as soon as it passes them. The buffer starts at length, if
+// known (>= 0), or at 32 KiB, and doubles up to limit+1 at most: a refused
+// answer costs about twice the bound in allocations, whatever its size.
 func readBounded(r io.Reader, limit, length int64) ([]byte, error) {
-	var buf bytes.Buffer
+	size := min(limit+1, 32<<10)
 	if length >= 0 && length <= limit {
-		buf.Grow(int(length) + bytes.MinRead)
+		size = length + 1
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, errOverBound
+			}
+			grown := make([]byte, len(buf), min(2*int64(cap(buf)), limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, errOverBound
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if n > limit {
-		return nil, errOverBound
-	}
-	return buf.Bytes(), nil
 }
 
 // noAnswer is the *Error of a request that got no (complete) answer, in
