@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -123,6 +124,9 @@ type Controller struct {
 
 	mu       sync.Mutex
 	triggers map[cache.ObjectName]Trigger
+	// deleting are the UIDs of children the sync itself deletes: their
+	// deletion must not wake it for another query of Infrahub.
+	deleting map[types.UID]struct{}
 }
 
 // NewController registers the handlers on the informers; start them, then
@@ -153,6 +157,7 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 		config:    opts.Config,
 		opts:      opts,
 		triggers:  map[cache.ObjectName]Trigger{},
+		deleting:  map[types.UID]struct{}{},
 	}
 	c.queue, c.limiter = c.newQueue()
 
@@ -202,6 +207,9 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 				return
 			}
 			c.intact.forget(vr.UID)
+			if c.deleted(vr.UID) {
+				return
+			}
 			if ref := controllerRef(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
 				c.enqueue(cache.ObjectName{Namespace: vr.Namespace, Name: ref.Name}, TriggerChild)
 			}
@@ -211,6 +219,22 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 		return nil, fmt.Errorf("watch VidraResources of InfrahubSyncs: %w", err)
 	}
 	return c, nil
+}
+
+// expectDelete notes that the sync deletes the child uid itself.
+func (c *Controller) expectDelete(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleting[uid] = struct{}{}
+}
+
+// deleted reports, once, whether the sync deleted the child uid itself.
+func (c *Controller) deleted(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.deleting[uid]
+	delete(c.deleting, uid)
+	return ok
 }
 
 // retryLimiter is the queue's rate limiter: per-key exponential backoff

@@ -293,9 +293,11 @@ func (c *Controller) execute(ctx context.Context, sync *v1alpha1.InfrahubSync, i
 	for _, child := range plan.Delete {
 		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		uid := child.UID
+		c.expectDelete(uid)
 		err := c.vidra.InfrahubV1alpha1().VidraResources(child.Namespace).Delete(ctx, child.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		cancel()
 		if err != nil && !apierrors.IsNotFound(err) {
+			c.deleted(uid)
 			errs = append(errs, fmt.Errorf("delete VidraResource %s/%s: %w", child.Namespace, child.Name, err))
 			continue
 		}
