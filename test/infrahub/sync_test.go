@@ -303,3 +303,28 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) error {
 	t.Helper()
 	return wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
 }
+
+// An Infrahub whose certificate a private CA signs is trusted through
+// spec.source.caSecretRef, and only through it.
+func TestPrivateCAIsTrustedThroughCASecretRef(t *testing.T) {
+	ns := namespace(t, "ihs-tls")
+	s := infrahubServer(t, standin.Options{TLS: true})
+	credentials(t, ns)
+	s.SetArtifact("main", configMapArtifact(id1, "tls", "v1"))
+
+	createSync(t, ns, "no-ca", s)
+	sync := waitSync(t, ns, "no-ca", "reported Infrahub unavailable", syncCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInfrahubUnavailable))
+	t.Logf("without the CA: %s", readyCondition(sync).Message)
+
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "infrahub-ca"},
+		Data:       map[string][]byte{"ca.crt": s.CertPEM()},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createSync(t, ns, "with-ca", s, func(sync *v1alpha1.InfrahubSync) {
+		sync.Spec.Source.CASecretRef = &v1alpha1.CASecretReference{Name: "infrahub-ca"}
+	})
+	waitSync(t, ns, "with-ca", "became Ready", syncReady)
+	waitConfigMap(t, ns, "tls", "v1")
+}
