@@ -54,7 +54,9 @@ func TestInfrahubSyncRefusesWhatInfrahubWouldMisread(t *testing.T) {
 		{"a date with words around it", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.TargetDate = "since 2h ago" }, "spec.source.targetDate"},
 		{"no artifacts named", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.ArtefactName = "" }, "spec.source"},
 		{"a URL that is not http(s)", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.InfrahubAPIURL = "file:///etc/passwd" }, "spec.source.infrahubAPIURL"},
-		{"a huge URL", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.InfrahubAPIURL = "https://x/" + strings.Repeat("a", 3000) }, "spec.source.infrahubAPIURL"},
+		{"a huge URL", func(s *v1alpha1.InfrahubSync) {
+			s.Spec.Source.InfrahubAPIURL = "https://x/" + strings.Repeat("a", 3000)
+		}, "spec.source.infrahubAPIURL"},
 		{"a huge artefactName", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.ArtefactName = strings.Repeat("a", 300) }, "spec.source.artefactName"},
 		{"a branch with ..", func(s *v1alpha1.InfrahubSync) { s.Spec.Source.TargetBranch = "a/../b" }, "spec.source.targetBranch"},
 		{"an interval under a second", func(s *v1alpha1.InfrahubSync) { s.Spec.Interval = &metav1.Duration{Duration: 1} }, "spec.interval"},
