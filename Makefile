@@ -68,15 +68,18 @@ vet:
 generate:
 	bash hack/update-codegen.sh
 
-## run: a local control plane with Vidra and a sample; Ctrl-C stops it all.
+## run: a local control plane with Vidra, a sample and an InfrahubSync of a
+## stand-in Infrahub; Ctrl-C stops it all.
 run: controlplane
 	@bash hack/prereqs.sh $(METRICS_ADDR) $(PROBE_ADDR)
 	$(GO) build -o $(BIN)/vidra ./cmd/vidra
 	$(GO) build -o $(BIN)/kubectl-vidra ./cmd/kubectl-vidra
 	$(GO) build -o $(BIN)/localup ./hack/localup
+	$(GO) build -o $(BIN)/infrahub-standin ./hack/infrahub-standin
 	@# The binary itself, not go run: go run exits 1 when interrupted, so a
 	@# normal Ctrl-C would read as make's "Error 1".
 	$(BIN)/localup --kubeconfig $(BIN)/local/kubeconfig --vidra $(BIN)/vidra --sample manifests/samples/app.yaml \
+		--infrahub-standin $(BIN)/infrahub-standin \
 		--metrics-bind-address $(METRICS_ADDR) --health-probe-bind-address $(PROBE_ADDR)
 
 ## bench: SPEC §7 figures on a fresh control plane (about 5 minutes at N=1000);

@@ -29,6 +29,7 @@ func main() {
 	flag.StringVar(&o.sample, "sample", "manifests/samples/app.yaml", "a VidraResource to apply once Vidra runs; empty applies none")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:18080", "Vidra's /metrics address")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:18081", "Vidra's /healthz and /readyz address")
+	flag.StringVar(&o.standin, "infrahub-standin", "", "the infrahub-standin binary to run, with two artifacts and an InfrahubSync beside the sample; empty runs none")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,6 +43,41 @@ func main() {
 type options struct {
 	kubeconfig, vidra, sample string
 	metricsAddr, probeAddr    string
+	standin                   string
+}
+
+// standinAddr is where the stand-in Infrahub of `make run` serves, as
+// manifests/samples/infrahub/sync.yaml says.
+const standinAddr = "127.0.0.1:18090"
+
+// startStandin copies the sample artifacts to dir, where a person edits
+// them, and serves them with the stand-in Infrahub until ctx ends.
+func startStandin(ctx context.Context, root, bin, dir string) (*exec.Cmd, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"--addr", standinAddr, "--artifact-name", "vidra-sample"}
+	for i, name := range []string{"router-1", "router-2"} {
+		data, err := os.ReadFile(filepath.Join(root, "manifests/samples/infrahub", name+".yaml"))
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return nil, err
+		}
+		// Infrahub's ids are UUIDs; these are as long, and say what they are.
+		args = append(args, "--artifact", fmt.Sprintf("5a3c1e00-0000-4000-8000-00000000000%d=%s", i+1, path))
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the stand-in Infrahub: %w", err)
+	}
+	return cmd, nil
 }
 
 func run(ctx context.Context, o options) error {
@@ -65,6 +101,7 @@ func run(ctx context.Context, o options) error {
 	// behind, it would point hack/tour.sh and kubectl at a dead server.
 	defer os.Remove(o.kubeconfig)
 	kubeconfig, _ := filepath.Abs(o.kubeconfig)
+	artifactsDir := filepath.Join(filepath.Dir(kubeconfig), "artifacts")
 	fmt.Printf("control plane %s ready in %s at %s\n", testenv.KubernetesVersion, time.Since(start).Round(time.Millisecond), env.Config.Host)
 
 	kubectl := func(args ...string) error {
@@ -76,7 +113,8 @@ func run(ctx context.Context, o options) error {
 	var vidra *exec.Cmd
 	exited := make(chan error, 1)
 	if o.vidra != "" {
-		if err := testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
+		if err := testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml"),
+			filepath.Join(root, "manifests/crd/infrahub.operators.com_infrahubsyncs.yaml")); err != nil {
 			return err
 		}
 		if err := testenv.InstallFinalizerPolicy(ctx, env.Config); err != nil {
@@ -85,8 +123,13 @@ func run(ctx context.Context, o options) error {
 		if err := kubectl("apply", "-f", filepath.Join(root, "manifests/namespace.yaml"), "-f", filepath.Join(root, "manifests/manager/config.yaml")); err != nil {
 			return fmt.Errorf("apply the operator's namespace and configuration: %w", err)
 		}
-		vidra = exec.CommandContext(ctx, o.vidra, "--kubeconfig", kubeconfig, "--namespace", "vidra-system",
-			"--log-format", "console", "--metrics-bind-address", o.metricsAddr, "--health-probe-bind-address", o.probeAddr)
+		args := []string{"--kubeconfig", kubeconfig, "--namespace", "vidra-system",
+			"--log-format", "console", "--metrics-bind-address", o.metricsAddr, "--health-probe-bind-address", o.probeAddr}
+		if o.standin != "" {
+			// The stand-in serves plain http on the loopback.
+			args = append(args, "--allow-http-destinations")
+		}
+		vidra = exec.CommandContext(ctx, o.vidra, args...)
 		vidra.Stdout, vidra.Stderr = os.Stdout, os.Stderr
 		// Vidra gets SIGTERM, not SIGKILL, when we stop: it releases its
 		// watches and exits cleanly.
@@ -108,8 +151,35 @@ func run(ctx context.Context, o options) error {
 			}
 			_ = kubectl("get", "vr", "-A", "-o", "wide")
 		}
+		if o.standin != "" {
+			standin, err := startStandin(ctx, root, o.standin, artifactsDir)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = standin.Wait() }()
+			if err := kubectl("apply", "-f", filepath.Join(root, "manifests/samples/infrahub/sync.yaml")); err != nil {
+				return fmt.Errorf("apply the InfrahubSync sample: %w", err)
+			}
+			if err := kubectl("wait", "-n", "vidra-system", "--for=condition=Ready", "infrahubsync/sample-sync", "--timeout=60s"); err != nil {
+				return fmt.Errorf("the InfrahubSync sample did not become Ready: %w", err)
+			}
+			_ = kubectl("get", "infrahubsync,vr", "-n", "vidra-system")
+		}
 	} else {
 		fmt.Println("started the control plane alone (--vidra is empty)")
+	}
+
+	if o.standin != "" {
+		fmt.Printf(`
+An InfrahubSync polls a stand-in Infrahub (%s) every 10s. Change an artifact
+and watch it arrive:
+
+  kubectl vidra tree infrahubsync/sample-sync -n vidra-system
+  sed -i 's/10.0.0.1/10.0.0.2/' %s
+  kubectl get configmap router-1-config -n vidra-system -o yaml -w
+  rm %s                   # the artifact leaves Infrahub: its resource goes
+  kubectl vidra sync sample-sync -n vidra-system  # poll now
+`, standinAddr, filepath.Join(artifactsDir, "router-1.yaml"), filepath.Join(artifactsDir, "router-2.yaml"))
 	}
 
 	bin := filepath.Join(root, "bin", "controlplane", testenv.KubernetesVersion)

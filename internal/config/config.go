@@ -18,11 +18,18 @@ const (
 	KeyEventBased       = "eventBasedReconcile"
 	KeyJitter           = "requeueJitter"
 	KeyOverrideManagers = "overrideManagers"
+	// KeyRequeueSyncAfter and KeyQueryName are the earlier operator's keys,
+	// read by the InfrahubSync controller: the default poll interval and
+	// stored query of syncs that set none.
+	KeyRequeueSyncAfter = "requeueSyncAfter"
+	KeyQueryName        = "queryName"
 )
 
-// legacyKeys were read by the earlier Vidra operator; they are accepted so
-// that its ConfigMap keeps working, and ignored with a warning.
-var legacyKeys = []string{"requeueSyncAfter", "queryName"}
+// legacyKeys were read by the earlier Vidra operator and mean nothing
+// now; none is left, the earlier keys all have their meaning again.
+var legacyKeys = []string{}
+
+var knownKeys = []string{KeyRequeueAfter, KeyEventBased, KeyJitter, KeyOverrideManagers, KeyRequeueSyncAfter, KeyQueryName}
 
 // Config is one consistent set of settings. It is immutable once published:
 // readers hold a pointer to it without locks.
@@ -38,7 +45,16 @@ type Config struct {
 	// OverrideManagers are the field managers whose writes are hand edits
 	// that Vidra takes back, even of fields the manifest does not set.
 	OverrideManagers []string
+	// RequeueSyncAfter is the default poll interval of InfrahubSyncs, at
+	// least MinInterval.
+	RequeueSyncAfter time.Duration
+	// QueryName is the default stored query of InfrahubSyncs; empty means
+	// Vidra's own GraphQL query.
+	QueryName string
 }
+
+// DefaultQueryName is the stored query of the earlier operator's docs.
+const DefaultQueryName = "ArtifactIDs"
 
 // DefaultOverrideManagers are the field managers kubectl uses for writes a
 // person makes by hand.
@@ -54,6 +70,8 @@ func Default() *Config {
 		EventBased:       true,
 		Jitter:           0.1,
 		OverrideManagers: slices.Clone(DefaultOverrideManagers),
+		RequeueSyncAfter: time.Minute,
+		QueryName:        DefaultQueryName,
 	}
 }
 
@@ -133,6 +151,28 @@ func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
 		}
 	}
 
+	if v, ok := data[KeyRequeueSyncAfter]; !ok {
+		cfg.RequeueSyncAfter = def.RequeueSyncAfter
+	} else if d, err := ParseDuration(v); err != nil || d == 0 {
+		msg := "must be at least 1s: an InfrahubSync always polls"
+		if err != nil {
+			msg = err.Error()
+		}
+		bad(KeyRequeueSyncAfter, msg, func() { cfg.RequeueSyncAfter = prev.RequeueSyncAfter })
+	} else {
+		cfg.RequeueSyncAfter = d
+	}
+
+	if v, ok := data[KeyQueryName]; !ok {
+		cfg.QueryName = def.QueryName
+	} else if v = strings.TrimSpace(v); len(v) > 253 || strings.ContainsFunc(v, func(r rune) bool {
+		return !(r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) {
+		bad(KeyQueryName, "want the name of a stored query: letters, digits, '_', '-' and '.', or empty for Vidra's own query", func() { cfg.QueryName = prev.QueryName })
+	} else {
+		cfg.QueryName = v
+	}
+
 	for _, k := range legacyKeys {
 		if _, ok := data[k]; ok {
 			problems = append(problems, Problem{Key: k, Value: data[k], Warning: true,
@@ -140,7 +180,7 @@ func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
 		}
 	}
 	for k := range data {
-		if !slices.Contains([]string{KeyRequeueAfter, KeyEventBased, KeyJitter, KeyOverrideManagers}, k) && !slices.Contains(legacyKeys, k) {
+		if !slices.Contains(knownKeys, k) && !slices.Contains(legacyKeys, k) {
 			problems = append(problems, Problem{Key: k, Value: data[k], Warning: true, Message: "unknown key; ignored"})
 		}
 	}

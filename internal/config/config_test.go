@@ -12,7 +12,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	prev := &Config{RequeueAfter: time.Minute, EventBased: false, Jitter: 0.5, OverrideManagers: []string{"kubectl"}}
+	prev := &Config{RequeueAfter: time.Minute, EventBased: false, Jitter: 0.5, OverrideManagers: []string{"kubectl"}, RequeueSyncAfter: 2 * time.Minute, QueryName: "Prev"}
 	tests := []struct {
 		name         string
 		data         map[string]string
@@ -23,53 +23,63 @@ func TestParse(t *testing.T) {
 		{
 			name: "every key",
 			data: map[string]string{"requeueResourcesAfter": "30s", "eventBasedReconcile": "false", "requeueJitter": "25%", "overrideManagers": " a, b ,,c"},
-			want: &Config{RequeueAfter: 30 * time.Second, EventBased: false, Jitter: 0.25, OverrideManagers: []string{"a", "b", "c"}},
+			want: &Config{RequeueAfter: 30 * time.Second, EventBased: false, Jitter: 0.25, OverrideManagers: []string{"a", "b", "c"}, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 		},
 		{
 			name: "zero turns the interval off and a fraction is a jitter",
 			data: map[string]string{"requeueResourcesAfter": "0", "requeueJitter": "0.2"},
-			want: &Config{RequeueAfter: 0, EventBased: true, Jitter: 0.2, OverrideManagers: DefaultOverrideManagers},
+			want: &Config{RequeueAfter: 0, EventBased: true, Jitter: 0.2, OverrideManagers: DefaultOverrideManagers, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 		},
 		{
 			name:         "bad values keep the previous settings",
 			data:         map[string]string{"requeueResourcesAfter": "soon", "eventBasedReconcile": "yes please", "requeueJitter": "150%"},
-			want:         &Config{RequeueAfter: time.Minute, EventBased: false, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers},
+			want:         &Config{RequeueAfter: time.Minute, EventBased: false, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 			wantProblems: []string{"eventBasedReconcile", "requeueJitter", "requeueResourcesAfter"},
 		},
 		{
 			name:         "a jitter that is not a number is refused: it would turn every re-check off",
 			data:         map[string]string{"requeueJitter": "NaN%"},
-			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers},
+			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.5, OverrideManagers: DefaultOverrideManagers, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 			wantProblems: []string{"requeueJitter"},
 		},
 		{
 			name:         "negative interval is refused",
 			data:         map[string]string{"requeueResourcesAfter": "-5m"},
-			want:         &Config{RequeueAfter: time.Minute, EventBased: true, Jitter: 0.1, OverrideManagers: DefaultOverrideManagers},
+			want:         &Config{RequeueAfter: time.Minute, EventBased: true, Jitter: 0.1, OverrideManagers: DefaultOverrideManagers, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 			wantProblems: []string{"requeueResourcesAfter"},
 		},
 		{
 			name:         "an interval under a second is refused: it would be a reconcile loop",
 			data:         map[string]string{"requeueResourcesAfter": "1ns"},
-			want:         &Config{RequeueAfter: time.Minute, EventBased: true, Jitter: 0.1, OverrideManagers: DefaultOverrideManagers},
+			want:         &Config{RequeueAfter: time.Minute, EventBased: true, Jitter: 0.1, OverrideManagers: DefaultOverrideManagers, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 			wantProblems: []string{"requeueResourcesAfter"},
 		},
 		{
 			name: "an empty list of managers is none",
 			data: map[string]string{"overrideManagers": " "},
-			want: &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1},
+			want: &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 		},
 		{
 			name:         "commas that name no manager keep the previous list",
 			data:         map[string]string{"overrideManagers": " , ,"},
-			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1, OverrideManagers: []string{"kubectl"}},
+			want:         &Config{RequeueAfter: Default().RequeueAfter, EventBased: true, Jitter: 0.1, OverrideManagers: []string{"kubectl"}, RequeueSyncAfter: time.Minute, QueryName: DefaultQueryName},
 			wantProblems: []string{"overrideManagers"},
 		},
 		{
-			name:         "earlier operator's keys are accepted with a warning",
-			data:         map[string]string{"requeueSyncAfter": "1m", "queryName": "x", "typo": "1"},
-			want:         Default(),
-			wantProblems: []string{"queryName", "requeueSyncAfter", "typo"},
+			name: "the earlier operator's keys set the defaults of InfrahubSyncs",
+			data: map[string]string{"requeueSyncAfter": "30s", "queryName": "MyArtifacts", "typo": "1"},
+			want: func() *Config {
+				c := Default()
+				c.RequeueSyncAfter, c.QueryName = 30*time.Second, "MyArtifacts"
+				return c
+			}(),
+			wantProblems: []string{"typo"},
+		},
+		{
+			name:         "a sync interval of 0 or a query name with a space keeps the previous settings",
+			data:         map[string]string{"requeueSyncAfter": "0", "queryName": "my query"},
+			want:         func() *Config { c := Default(); c.RequeueSyncAfter, c.QueryName = 2*time.Minute, "Prev"; return c }(),
+			wantProblems: []string{"queryName", "requeueSyncAfter"},
 		},
 	}
 	for _, tt := range tests {

@@ -31,6 +31,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/pkg/controller"
+	"github.com/vidra-operator/vidra/pkg/controller/infrahubsync"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
 	"github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
@@ -90,6 +91,11 @@ type Options struct {
 	LeaderElection LeaderElection
 	// Sharding divides the VidraResources between replicas instead.
 	Sharding Sharding
+	// InfrahubSources, when set, replaces the factory of Infrahub clients
+	// of InfrahubSyncs (tests count what each sync asks).
+	InfrahubSources infrahubsync.SourceFactory
+	// OnSyncPass is passed to the InfrahubSync controller.
+	OnSyncPass func(key cache.ObjectName, trigger infrahubsync.Trigger, err error)
 	// ShardSelector, a label selector, limits the VidraResources this
 	// replica sees and reconciles: static sharding, by a label chosen by
 	// hand.
@@ -122,7 +128,10 @@ type LeaderElection struct {
 // Operator is Vidra, assembled and ready to run.
 type Operator struct {
 	Controller *controller.Controller
-	Config     *config.Watcher
+	// Syncs is the InfrahubSync controller; nil when the API server does
+	// not serve InfrahubSyncs.
+	Syncs  *infrahubsync.Controller
+	Config *config.Watcher
 
 	opts        Options
 	kube        kubernetes.Interface
@@ -281,6 +290,18 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	ctrl = c
 	ctrlMu.Unlock()
 	o.Controller = c
+
+	served, err := infrahubSyncServed(kube)
+	if err != nil {
+		return nil, err
+	}
+	if served {
+		if o.Syncs, err = o.newSyncController(ctx, kube, vidra, opts.Config, recorder, o.Config.Current); err != nil {
+			return nil, err
+		}
+	} else {
+		logSyncsOff(ctx)
+	}
 	return o, nil
 }
 
@@ -345,13 +366,13 @@ func (o *Operator) Run(ctx context.Context) error {
 		memberCtx, stopMember := context.WithCancel(context.WithoutCancel(ctx))
 		memberDone := make(chan error, 1)
 		go func() { memberDone <- o.member.Run(memberCtx) }()
-		err := o.Controller.Run(ctx, o.opts.Workers)
+		err := o.runControllers(ctx)
 		stopMember()
 		return errors.Join(err, <-memberDone)
 	}
 	if le == nil {
 		o.leading.Store(true)
-		return o.Controller.Run(ctx, o.opts.Workers)
+		return o.runControllers(ctx)
 	}
 
 	// The elector calls back on a goroutine of its own; the controller runs
@@ -368,7 +389,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	case leaderCtx := <-leaderCtxs:
 		o.leading.Store(true)
 		logger.Info("Became the leader; reconciling", "identity", le.identity)
-		runErr = o.Controller.Run(leaderCtx, o.opts.Workers)
+		runErr = o.runControllers(leaderCtx)
 		o.leading.Store(false)
 	case <-electorDone:
 	}
@@ -377,6 +398,17 @@ func (o *Operator) Run(ctx context.Context) error {
 		return errors.Join(errors.New("lost the leader election lease"), runErr)
 	}
 	return runErr
+}
+
+// runControllers runs the VidraResource and the InfrahubSync controllers
+// until ctx ends, and waits for both. They are elected (or sharded)
+// together: the replica that leads runs both; a sharded replica polls the
+// syncs of its own share (see infrahubsync.Options.Owns).
+func (o *Operator) runControllers(ctx context.Context) error {
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- o.runSyncController(ctx) }()
+	err := o.Controller.Run(ctx, o.opts.Workers)
+	return errors.Join(err, <-syncDone)
 }
 
 // trusted says which namespaces may act as the operator, for the log.
@@ -392,4 +424,6 @@ func (o *Operator) Leading() bool { return o.leading.Load() }
 
 // Ready reports whether the caches the operator serves from are synced; a
 // standby replica is ready too, so that it can take over at once.
-func (o *Operator) Ready() bool { return o.Config.HasSynced() && o.Controller.HasSynced() }
+func (o *Operator) Ready() bool {
+	return o.Config.HasSynced() && o.Controller.HasSynced() && (o.Syncs == nil || o.Syncs.HasSynced())
+}

@@ -16,7 +16,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/operator"
 )
 
-// RunOperator installs the VidraResource CRD, creates the operator's
+// RunOperator installs the VidraResource and InfrahubSync CRDs, creates the operator's
 // namespace (opts.Namespace) and runs one operator in-process against e,
 // until the returned stop is called. opts.Config is e's configuration with
 // the rate limits of a busy test suite.
@@ -25,7 +25,8 @@ func RunOperator(ctx context.Context, e *Env, opts operator.Options) (*operator.
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml")); err != nil {
+	if err := InstallCRDs(ctx, e.Config, filepath.Join(root, "manifests/crd/infrahub.operators.com_vidraresources.yaml"),
+		filepath.Join(root, "manifests/crd/infrahub.operators.com_infrahubsyncs.yaml")); err != nil {
 		return nil, nil, err
 	}
 	kube, err := kubernetes.NewForConfig(e.Config)

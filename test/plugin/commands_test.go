@@ -415,7 +415,7 @@ func TestVersionAndCompletion(t *testing.T) {
 func TestEveryCommandHasAnExample(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"get"}, {"tree"}, {"diff"}, {"reconcile"}, {"suspend"}, {"resume"}, {"why"},
-		{"cluster"}, {"cluster", "add"}, {"create"}, {"version"}, {"completion"}, {"wakeups"},
+		{"cluster"}, {"cluster", "add"}, {"create"}, {"version"}, {"completion"}, {"wakeups"}, {"sync"},
 	} {
 		res := run(t, append(cmd, "--help")...).expect(t, 0)
 		if !strings.Contains(res.stdout, "Examples:") {

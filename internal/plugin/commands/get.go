@@ -23,7 +23,7 @@ func newGet(r *root) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
-		Short: "List VidraResources with the health and drift of their objects",
+		Short: "List VidraResources with the health and drift of their objects, and InfrahubSyncs",
 		Long: `List VidraResources as kubectl get vr does, with how many managed objects are
 healthy (kstatus Current), how many differ from the manifest now (driftPolicy
 Report) and how many drift corrections the history holds.`,
@@ -92,15 +92,22 @@ Report) and how many drift corrections the history holds.`,
 					} else {
 						fmt.Fprintf(r.streams.ErrOut, "No resources found in %s namespace.\n", render.Safe(ns))
 					}
-					return nil
+					return printSyncs(ctx, r.streams.Out, c, ns, all)
 				}
 				items = list.Items
 			}
-			return render.Table(r.streams.Out, items, render.TableOptions{
+			if err := render.Table(r.streams.Out, items, render.TableOptions{
 				Options:       render.Options{Now: time.Now(), Color: r.color()},
 				AllNamespaces: all,
 				Wide:          output == "wide",
-			})
+			}); err != nil || len(args) == 1 {
+				return err
+			}
+			ns := c.namespace
+			if all {
+				ns = metav1.NamespaceAll
+			}
+			return printSyncs(ctx, r.streams.Out, c, ns, all)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the resources of every namespace.")
@@ -113,13 +120,16 @@ Report) and how many drift corrections the history holds.`,
 func newTree(r *root) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "tree NAME",
+		Use:   "tree NAME | infrahubsync/NAME",
 		Short: "Show a VidraResource and each object it manages, with health, drift and conflicts",
 		Long: `Show a VidraResource and, as a tree below it, each object it manages: its health
 (kstatus), the last drift correction of it (when, which fields, and who changed
 them, from status.driftHistory; with driftPolicy Report, how it differs now,
 from status.drift), and the conflicts the resource reports about it.`,
 		Example: `  kubectl vidra tree sample-app -n vidra-system
+
+  # An InfrahubSync, the VidraResources of its artifacts and their objects
+  kubectl vidra tree infrahubsync/devices -n network
 
   # The same as JSON, for scripts
   kubectl vidra tree sample-app -n vidra-system -o json`,
@@ -132,6 +142,9 @@ from status.drift), and the conflicts the resource reports about it.`,
 			c, err := r.clients()
 			if err != nil {
 				return err
+			}
+			if name, ok := syncName(args[0]); ok && output == "" {
+				return writeSyncTree(cmd.Context(), r.streams.Out, c, name)
 			}
 			vr, err := c.get(cmd.Context(), args[0])
 			if err != nil {

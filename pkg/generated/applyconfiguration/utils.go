@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=infrahub.operators.com, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("CASecretReference"):
+		return &infrahubv1alpha1.CASecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterReference"):
 		return &infrahubv1alpha1.ClusterReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DependencyReference"):
@@ -44,18 +46,32 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &infrahubv1alpha1.IgnoreRuleApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("IgnoreTarget"):
 		return &infrahubv1alpha1.IgnoreTargetApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("InfrahubSource"):
+		return &infrahubv1alpha1.InfrahubSourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("InfrahubSync"):
+		return &infrahubv1alpha1.InfrahubSyncApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("InfrahubSyncSpec"):
+		return &infrahubv1alpha1.InfrahubSyncSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("InfrahubSyncStatus"):
+		return &infrahubv1alpha1.InfrahubSyncStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("LocalSecretReference"):
+		return &infrahubv1alpha1.LocalSecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ManagedResource"):
 		return &infrahubv1alpha1.ManagedResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):
 		return &infrahubv1alpha1.SecretKeyReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StatusOmissions"):
 		return &infrahubv1alpha1.StatusOmissionsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SyncedArtifact"):
+		return &infrahubv1alpha1.SyncedArtifactApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResource"):
 		return &infrahubv1alpha1.VidraResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResourceSpec"):
 		return &infrahubv1alpha1.VidraResourceSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResourceStatus"):
 		return &infrahubv1alpha1.VidraResourceStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("VidraResourceTemplate"):
+		return &infrahubv1alpha1.VidraResourceTemplateApplyConfiguration{}
 
 	}
 	return nil

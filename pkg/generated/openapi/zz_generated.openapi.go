@@ -32,74 +32,112 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":    schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference": schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination":         schema_pkg_apis_infrahub_v1alpha1_Destination(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord":         schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule":          schema_pkg_apis_infrahub_v1alpha1_IgnoreRule(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget":        schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":     schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":  schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions":     schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResource":       schema_pkg_apis_infrahub_v1alpha1_VidraResource(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceList":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceList(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceSpec":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref),
-		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceStatus": schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref),
-		resource.Quantity{}.OpenAPIModelName():                                           schema_apimachinery_pkg_api_resource_Quantity(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                                    schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                        schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                            schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                             schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                                schema_k8sio_apimachinery_pkg_version_Info(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.CASecretReference":     schema_pkg_apis_infrahub_v1alpha1_CASecretReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":      schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference":   schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination":           schema_pkg_apis_infrahub_v1alpha1_Destination(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord":           schema_pkg_apis_infrahub_v1alpha1_DriftRecord(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule":            schema_pkg_apis_infrahub_v1alpha1_IgnoreRule(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreTarget":          schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSource":        schema_pkg_apis_infrahub_v1alpha1_InfrahubSource(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSync":          schema_pkg_apis_infrahub_v1alpha1_InfrahubSync(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncList":      schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncList(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncSpec":      schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncSpec(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncStatus":    schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncStatus(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference":  schema_pkg_apis_infrahub_v1alpha1_LocalSecretReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":       schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":    schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions":       schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SyncedArtifact":        schema_pkg_apis_infrahub_v1alpha1_SyncedArtifact(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResource":         schema_pkg_apis_infrahub_v1alpha1_VidraResource(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceList":     schema_pkg_apis_infrahub_v1alpha1_VidraResourceList(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceSpec":     schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceStatus":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate": schema_pkg_apis_infrahub_v1alpha1_VidraResourceTemplate(ref),
+		resource.Quantity{}.OpenAPIModelName():                                             schema_apimachinery_pkg_api_resource_Quantity(ref),
+		v1.APIGroup{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                                          schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                                               schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_CASecretReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CASecretReference names the key of a Secret that holds CA certificates.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key of the Secret's data holding the certificates.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
 	}
 }
 
@@ -378,6 +416,338 @@ func schema_pkg_apis_infrahub_v1alpha1_IgnoreTarget(ref common.ReferenceCallback
 	}
 }
 
+func schema_pkg_apis_infrahub_v1alpha1_InfrahubSource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InfrahubSource names an Infrahub, a branch and the artifacts to take.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"infrahubAPIURL": {
+						SchemaProps: spec.SchemaProps{
+							Description: "InfrahubAPIURL is the base URL of Infrahub, such as https://infrahub.example.com. Plain http:// is refused unless the operator runs with --allow-http-destinations.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"targetBranch": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetBranch is the Infrahub branch to read.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"targetDate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetDate reads Infrahub as it was at that time: an RFC 3339 time or date (2025-01-31, 2025-01-31T12:00:00Z), or a time ago (\"2h\", \"30m\", \"now-2h\"). Forms Infrahub would refuse or misread, such as \"now+2h\" (read as two hours ago) or \"2d\" (days are not supported), are refused.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"artefactName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArtefactName is the artifact_name of the artifact definition whose artifacts are taken (the earlier operator's spelling, kept).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"definitionName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DefinitionName takes the artifacts of the artifact definition of this name, asked with Vidra's own GraphQL query.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"credentialsSecretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CredentialsSecretRef names a Secret of the sync's namespace holding username and password, or token (sent as X-INFRAHUB-KEY). Outside the trusted namespaces it is read only if spec.template.serviceAccountName may get it.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference"),
+						},
+					},
+					"caSecretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CASecretRef names a key of a Secret of the sync's namespace holding the PEM certificates of a private CA that signs Infrahub's certificate; unset means the system's roots.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.CASecretReference"),
+						},
+					},
+				},
+				Required: []string{"infrahubAPIURL"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.CASecretReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference"},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_InfrahubSync(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InfrahubSync turns the artifacts an Infrahub artifact definition renders into VidraResources: one per artifact, named after its id, owned by the sync, its manifest the artifact's content.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec says which Infrahub, which artifacts and what the generated VidraResources get.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncSpec"),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is what Vidra last found in Infrahub and applied.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncStatus"),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncSpec", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InfrahubSyncList is a list of InfrahubSyncs.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items are the InfrahubSyncs.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSync"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSync", v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InfrahubSyncSpec is the desired state of an InfrahubSync.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source says where the artifacts come from.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSource"),
+						},
+					},
+					"destination": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Destination is given to every generated VidraResource as its spec.destination.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination"),
+						},
+					},
+					"interval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Interval is the period of the poll of Infrahub, a Go duration of at least 1s. Unset means the operator's requeueSyncAfter setting (1m by default). Polls are spread by up to 10 %.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"queryName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QueryName is the stored query (a CoreGraphQLQuery in Infrahub) that lists the artifacts, given the variable artifactname. Unset means the operator's queryName setting (ArtifactIDs by default).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"template": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Template is what each generated VidraResource gets besides its manifest and destination.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate"),
+						},
+					},
+					"suspend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Suspend stops polling Infrahub until it is set back to false. The generated VidraResources keep being reconciled.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"source"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate", v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InfrahubSyncStatus is what Vidra last found in Infrahub and applied.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the metadata.generation the status describes.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions are kstatus-compatible: Ready, Reconciling, Stalled.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"syncState": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SyncState summarises the conditions in one word.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastSyncTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSyncTime is when a change from Infrahub was last applied (not when Infrahub was last asked: a poll that changes nothing writes nothing).",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastHandledReconcileAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastHandledReconcileAt echoes the value of the requested-at annotation the last poll handled, 256 bytes at most.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"artifactCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArtifactCount is the number of entries of Artifacts, for the printer column.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"artifacts": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Artifacts are the artifacts Infrahub listed, at most 500, ordered by id.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SyncedArtifact"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SyncedArtifact", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_LocalSecretReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LocalSecretReference names a Secret in the same namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -497,6 +867,78 @@ func schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref common.ReferenceCallb
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_SyncedArtifact(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SyncedArtifact is one artifact Infrahub listed and what became of it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"id": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ID is the artifact's id in Infrahub.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the artifact's name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"checksum": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Checksum is the checksum of the content, as Infrahub gives it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storageID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageID is the object-store id of the content.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target is the id of the artifact's target node, when the query selects it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"vidraResource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VidraResource is the name of the VidraResource holding the content; empty while the artifact is not applied.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastChanged": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastChanged is when the content applied last changed.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"problem": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Problem says, in at most 256 bytes, why the artifact is not applied (not Ready in Infrahub, a content type Vidra cannot apply, too large); empty when it is.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"id"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -882,6 +1324,101 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 		},
 		Dependencies: []string{
 			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_VidraResourceTemplate(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VidraResourceTemplate is what each VidraResource an InfrahubSync generates gets; the fields mean what they mean on a VidraResource.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"labels": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Labels are added to every generated VidraResource, beside the label naming the sync.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"serviceAccountName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ServiceAccountName is the ServiceAccount of the sync's namespace the generated VidraResources act as. Outside the trusted namespaces it is required, and the credentials Secret is read only if it may get it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"prune": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prune is the generated VidraResources' spec.prune.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"deletionPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeletionPolicy is the generated VidraResources' spec.deletionPolicy.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"driftPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DriftPolicy is the generated VidraResources' spec.driftPolicy.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ignore": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Ignore is the generated VidraResources' spec.ignore.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule"),
+									},
+								},
+							},
+						},
+					},
+					"wait": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Wait is the generated VidraResources' spec.wait.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"timeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeout is the generated VidraResources' spec.timeout.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"interval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Interval is the generated VidraResources' spec.interval.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule", v1.Duration{}.OpenAPIModelName()},
 	}
 }
 

@@ -62,6 +62,8 @@ func init() {
 // Adds the list of known types to Scheme.
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
+		&InfrahubSync{},
+		&InfrahubSyncList{},
 		&VidraResource{},
 		&VidraResourceList{},
 	)

@@ -193,6 +193,16 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.CASecretReference
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ClusterReference
   map:
     fields:
@@ -291,6 +301,115 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: namespace
       type:
         scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSource
+  map:
+    fields:
+    - name: artefactName
+      type:
+        scalar: string
+    - name: caSecretRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.CASecretReference
+    - name: credentialsSecretRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.LocalSecretReference
+    - name: definitionName
+      type:
+        scalar: string
+    - name: infrahubAPIURL
+      type:
+        scalar: string
+      default: ""
+    - name: targetBranch
+      type:
+        scalar: string
+    - name: targetDate
+      type:
+        scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSync
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: ObjectMeta.v1.meta.apis.pkg.apimachinery.k8s.io
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSyncSpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSyncStatus
+      default: {}
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSyncSpec
+  map:
+    fields:
+    - name: destination
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.Destination
+      default: {}
+    - name: interval
+      type:
+        namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: queryName
+      type:
+        scalar: string
+    - name: source
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSource
+      default: {}
+    - name: suspend
+      type:
+        scalar: boolean
+    - name: template
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResourceTemplate
+      default: {}
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSyncStatus
+  map:
+    fields:
+    - name: artifactCount
+      type:
+        scalar: numeric
+    - name: artifacts
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SyncedArtifact
+          elementRelationship: atomic
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: Condition.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: associative
+          keys:
+          - type
+    - name: lastHandledReconcileAt
+      type:
+        scalar: string
+    - name: lastSyncTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: observedGeneration
+      type:
+        scalar: numeric
+    - name: syncState
+      type:
+        scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.LocalSecretReference
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ManagedResource
   map:
     fields:
@@ -337,6 +456,34 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: healthMessages
       type:
         scalar: numeric
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SyncedArtifact
+  map:
+    fields:
+    - name: checksum
+      type:
+        scalar: string
+    - name: id
+      type:
+        scalar: string
+      default: ""
+    - name: lastChanged
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: name
+      type:
+        scalar: string
+    - name: problem
+      type:
+        scalar: string
+    - name: storageID
+      type:
+        scalar: string
+    - name: target
+      type:
+        scalar: string
+    - name: vidraResource
+      type:
+        scalar: string
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResource
   map:
     fields:
@@ -467,6 +614,41 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: omitted
       type:
         namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.StatusOmissions
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResourceTemplate
+  map:
+    fields:
+    - name: deletionPolicy
+      type:
+        scalar: string
+    - name: driftPolicy
+      type:
+        scalar: string
+    - name: ignore
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.IgnoreRule
+          elementRelationship: atomic
+    - name: interval
+      type:
+        namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: labels
+      type:
+        map:
+          elementType:
+            scalar: string
+    - name: prune
+      type:
+        scalar: boolean
+    - name: serviceAccountName
+      type:
+        scalar: string
+    - name: timeout
+      type:
+        namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: wait
+      type:
+        scalar: boolean
 - name: __untyped_atomic_
   scalar: untyped
   list:

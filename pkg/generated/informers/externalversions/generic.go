@@ -53,6 +53,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=infrahub.operators.com, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("infrahubsyncs"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Infrahub().V1alpha1().InfrahubSyncs().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("vidraresources"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Infrahub().V1alpha1().VidraResources().Informer()}, nil
 

@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// InfrahubSyncListerExpansion allows custom methods to be added to
+// InfrahubSyncLister.
+type InfrahubSyncListerExpansion interface{}
+
+// InfrahubSyncNamespaceListerExpansion allows custom methods to be added to
+// InfrahubSyncNamespaceLister.
+type InfrahubSyncNamespaceListerExpansion interface{}
+
 // VidraResourceListerExpansion allows custom methods to be added to
 // VidraResourceLister.
 type VidraResourceListerExpansion interface{}

@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// InfrahubSyncs returns a InfrahubSyncInformer.
+	InfrahubSyncs() TypedInfrahubSyncInformer
 	// VidraResources returns a VidraResourceInformer.
 	VidraResources() TypedVidraResourceInformer
 }
@@ -37,6 +39,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// InfrahubSyncs returns a TypedInfrahubSyncInformer.
+func (v *version) InfrahubSyncs() TypedInfrahubSyncInformer {
+	return &infrahubSyncInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // VidraResources returns a TypedVidraResourceInformer.

@@ -28,12 +28,17 @@ import (
 
 type InfrahubV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	InfrahubSyncsGetter
 	VidraResourcesGetter
 }
 
 // InfrahubV1alpha1Client is used to interact with features provided by the infrahub.operators.com group.
 type InfrahubV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *InfrahubV1alpha1Client) InfrahubSyncs(namespace string) InfrahubSyncInterface {
+	return newInfrahubSyncs(c, namespace)
 }
 
 func (c *InfrahubV1alpha1Client) VidraResources(namespace string) VidraResourceInterface {

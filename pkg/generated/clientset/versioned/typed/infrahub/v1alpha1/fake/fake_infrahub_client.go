@@ -28,6 +28,10 @@ type FakeInfrahubV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeInfrahubV1alpha1) InfrahubSyncs(namespace string) v1alpha1.InfrahubSyncInterface {
+	return newFakeInfrahubSyncs(c, namespace)
+}
+
 func (c *FakeInfrahubV1alpha1) VidraResources(namespace string) v1alpha1.VidraResourceInterface {
 	return newFakeVidraResources(c, namespace)
 }
