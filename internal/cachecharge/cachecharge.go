@@ -98,10 +98,14 @@ func (b *Budgets) Exceeded(ns string) (msg string, ok bool) {
 	if bud == nil || bud.Refused() == 0 {
 		return "", false
 	}
+	return exceededMessage(ns, bud.MaxBytes(), bud.UsedBytes(), bud.Refused()), true
+}
+
+func exceededMessage(ns string, maxBytes, used, refused int64) string {
 	return fmt.Sprintf("the objects of namespace %s's resources exceed its cache budget of %s (--namespace-cache-size): "+
 		"%s are cached, and %d more objects are not; Vidra reads those from the API server at each reconcile. "+
 		"Keep the namespace's objects smaller, or have the operator's administrators raise the budget",
-		ns, mib(bud.MaxBytes()), mib(bud.UsedBytes()), bud.Refused()), true
+		ns, mib(maxBytes), mib(used), refused)
 }
 
 func mib(n int64) string {
