@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -123,16 +124,22 @@ func TestOwnLabelledObjectsAreNotCachedInFull(t *testing.T) {
 		t.Errorf("objects the resource does not declare count against its namespace: %+v", c)
 	}
 
-	// The manifest now declares one of them, held as a stub: Vidra reads it
-	// from the API server, applies the manifest's data, and corrects its
-	// drift on events.
+	// One of them is an object Vidra applied earlier (its managedFields say
+	// so), still a stub; the manifest now declares it: Vidra reads it from
+	// the API server, applies the manifest's data, and corrects its drift
+	// on events.
+	earlier := corev1ac.ConfigMap("own-0", ns).WithData(map[string]string{"k": "earlier"})
+	if _, err := kube.CoreV1().ConfigMaps(ns).Apply(t.Context(), earlier, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager, Force: true}); err != nil {
+		t.Fatal(err)
+	}
 	patch := fmt.Sprintf(`{"spec":{"manifest":%q}}`, cmDoc("declared")+"---\n"+cmDoc("own-0"))
 	if _, err := vidra.InfrahubV1alpha1().VidraResources(ns).Patch(t.Context(), "app", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitVR(t, ns, "app", "Ready with the declared stub", func(vr *v1alpha1.VidraResource) bool {
+	got = waitVR(t, ns, "app", "Ready with the declared stub", func(vr *v1alpha1.VidraResource) bool {
 		return isReady(vr) && vr.Status.ObservedGeneration == vr.Generation && vr.Status.ManagedCount == 2
 	})
+	t.Logf("Ready: %s", meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message)
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "own-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
