@@ -165,7 +165,7 @@ func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
 // nothing, then sends ADDED events of new ConfigMaps, each under every
 // limit, without end. The informer cached them all until the operator ran
 // out of memory. Now the caches of a namespace's remote clusters have a
-// budget (10,000 objects or 32 MiB): past it the cluster's informers stop,
+// budget for stubs (50,000 objects or 32 MiB): past it the cluster's informers stop,
 // their caches are dropped, the resource reports why, and the cluster is
 // not listed again before a hold.
 func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
