@@ -165,7 +165,7 @@ func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
 // nothing, then sends ADDED events of new ConfigMaps, each under every
 // limit, without end. The informer cached them all until the operator ran
 // out of memory. Now the caches of a namespace's remote clusters have a
-// budget for stubs (50,000 objects or 32 MiB): past it the cluster's informers stop,
+// budget for stubs (30,000 objects or 32 MiB): past it the cluster's informers stop,
 // their caches are dropped, the resource reports why, and the cluster is
 // not listed again before a hold.
 func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
@@ -201,7 +201,7 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 	peak := sampleHeap(t)
 	createVR(t, ns, "flood", cmDoc("x"), toRemoteSecret(cluster.srv.URL))
 	msg := readyMessageOf(t, ns, "flood", v1alpha1.ReasonDestinationError)
-	if !strings.Contains(msg, "the remote clusters of namespace "+ns+" would make Vidra cache more than 50000 objects or 32 MiB") ||
+	if !strings.Contains(msg, "the remote clusters of namespace "+ns+" would make Vidra cache more than 30000 objects or 32 MiB") ||
 		!strings.Contains(msg, "--destination-cache-objects") {
 		t.Errorf("Ready message does not say the caches went over their budget: %s", msg)
 	}
