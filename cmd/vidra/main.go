@@ -72,6 +72,7 @@ type flags struct {
 	shardSelector         string
 	cacheObjects          int64
 	cacheSize             string
+	namespaceCacheSize    string
 }
 
 func main() {
@@ -88,8 +89,9 @@ func main() {
 	fs.StringVar(&f.cidrDeny, "destination-cidr-deny", "169.254.0.0/16,fe80::/10", "comma-separated CIDRs remote destinations may not connect to, checked on the resolved address; the default keeps out link-local (cloud metadata) addresses; empty denies nothing")
 	fs.IntVar(&f.workers, "workers", operator.DefaultWorkers, "VidraResources reconciled in parallel")
 	fs.DurationVar(&f.reconcileTimeout, "reconcile-timeout", operator.DefaultReconcileTimeout, "how long one reconcile may work on its destination; past it the reconcile stops, reports what it did and is retried with backoff, so that no resource holds a worker longer (negative: no limit)")
-	fs.Int64Var(&f.cacheObjects, "destination-cache-objects", destination.DefaultCacheObjects, "the most objects Vidra caches from the remote clusters of one namespace together; past it, it stops watching the cluster that went over for 30s (doubling up to 5m), and that cluster's resources report it")
-	fs.StringVar(&f.cacheSize, "destination-cache-size", "32Mi", "the most memory the objects cached from the remote clusters of one namespace take together, as a quantity such as 64Mi; past it, as --destination-cache-objects")
+	fs.Int64Var(&f.cacheObjects, "destination-cache-objects", destination.DefaultCacheObjects, "the most objects with Vidra's marks that no resource deploying there declares (held as stubs) Vidra caches from the remote clusters of one namespace together; past it, it stops watching the cluster that went over for 30s (doubling up to 5m), and that cluster's resources report it")
+	fs.StringVar(&f.cacheSize, "destination-cache-size", "32Mi", "the most memory the stubs cached from the remote clusters of one namespace take together (see --destination-cache-objects), as a quantity such as 64Mi; past it, as --destination-cache-objects")
+	fs.StringVar(&f.namespaceCacheSize, "namespace-cache-size", "64Mi", "the most memory the objects Vidra caches for the resources of one namespace take, on every cluster they deploy to, as a quantity such as 64Mi; past it, their objects are read from the API server instead and the namespace's resources say so (condition CacheLimited); other namespaces are untouched")
 	fs.DurationVar(&f.slowAnswer, "destination-slow-answer", destination.DefaultSlowAnswer, "how long a remote destination's API server may take to answer a request before Vidra treats it as unavailable for 30s")
 	// Converging 1,000 resources takes about 400 requests a second on two
 	// cores; a lower client-side limit, not the API server, set the pace in
@@ -160,6 +162,10 @@ func run(ctx context.Context, f flags) error {
 	if err != nil || cacheSize.Value() <= 0 || f.cacheObjects <= 0 {
 		return fmt.Errorf("--destination-cache-objects %d, --destination-cache-size %q: both must be positive (a size is a quantity such as 64Mi)", f.cacheObjects, f.cacheSize)
 	}
+	nsCacheSize, err := resource.ParseQuantity(f.namespaceCacheSize)
+	if err != nil || nsCacheSize.Value() <= 0 {
+		return fmt.Errorf("--namespace-cache-size %q: must be a positive quantity such as 64Mi", f.namespaceCacheSize)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -210,9 +216,10 @@ func run(ctx context.Context, f flags) error {
 		AllowCrossNamespaceDependencies: f.crossNamespaceDeps,
 		RemoteGuard: destination.Guard{AllowHTTP: f.allowHTTP, DenyCIDRs: deny, SlowAnswer: f.slowAnswer,
 			CacheObjects: f.cacheObjects, CacheBytes: cacheSize.Value()},
-		Workers:          f.workers,
-		ReconcileTimeout: f.reconcileTimeout,
-		Linger:           f.linger,
+		NamespaceCacheBytes: nsCacheSize.Value(),
+		Workers:             f.workers,
+		ReconcileTimeout:    f.reconcileTimeout,
+		Linger:              f.linger,
 	})
 	if err != nil {
 		return err

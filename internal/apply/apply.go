@@ -322,6 +322,8 @@ func (e *Engine) observeCached(pass *Pass, p *planned) {
 	switch {
 	case err == nil:
 		p.health, p.healthMessage = health.Of(u)
+	case errors.Is(err, watchregistry.ErrStub):
+		p.health, p.healthMessage = health.Unknown, "not cached: over its namespace's cache budget"
 	case apierrors.IsNotFound(err):
 		p.health, p.healthMessage = health.Of(nil)
 	default:

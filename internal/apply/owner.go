@@ -55,10 +55,12 @@ func (e *Engine) readLive(ctx context.Context, pass *Pass, p *planned) (live *un
 	switch {
 	case err == nil && (pass.Target.ServiceAccount == "" || u.GetLabels()[v1alpha1.OwnerUIDLabel] == string(pass.VR.UID)):
 		return u, false, nil
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err) && !errors.Is(err, watchregistry.ErrStub):
 		return nil, true, nil
 	}
-	cached := err == nil
+	// A stub is an object the cache holds no more of than its marks (see
+	// internal/cachecharge): it exists, and is read.
+	cached := err == nil || errors.Is(err, watchregistry.ErrStub)
 	live, absent, err = e.getLive(ctx, pass, p)
 	if cached && apierrors.IsForbidden(err) {
 		return nil, true, nil

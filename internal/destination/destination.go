@@ -193,7 +193,11 @@ func New(opts Options) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Registry.SetCluster(LocalCluster, opts.Dynamic, nil)
+	// The objects of the local cluster held in full are charged to their
+	// owners' namespaces (internal/cachecharge); this budget bounds the
+	// stubs of the rest, which no tenant pays for.
+	opts.Registry.SetCluster(LocalCluster, opts.Dynamic, nil,
+		watchregistry.WithBudget(watchregistry.NewBudget(LocalStubObjects, watchregistry.BudgetName("local stubs"))))
 	g, err := newRemoteGuard(opts.Guard)
 	if err != nil {
 		return nil, err

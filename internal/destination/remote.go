@@ -678,7 +678,7 @@ func (r *remotes) overBudget(rk remoteKey) error {
 		// A plain error: DestinationUnavailable, retried with backoff, and
 		// woken when the hold is over.
 		return fmt.Errorf(
-			"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
+			"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s with Vidra's marks that no resource deploying there declares, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
 				"Vidra stopped watching %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
 			rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), which, until.Sub(r.clock.Now()).Round(time.Second))
 	}

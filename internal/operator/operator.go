@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vidra-operator/vidra/internal/cachecharge"
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/shard"
@@ -66,6 +67,10 @@ type Options struct {
 	AllowCrossNamespaceDependencies bool
 	// RemoteGuard limits where remote destinations may lead.
 	RemoteGuard destination.Guard
+	// NamespaceCacheBytes is the byte budget of the objects cached for the
+	// resources of one namespace (see internal/cachecharge); zero means
+	// cachecharge.DefaultNamespaceBytes.
+	NamespaceCacheBytes int64
 	// Workers is the number of reconciles run in parallel.
 	Workers int
 	// ReconcileTimeout bounds one reconcile (see controller.Options).
@@ -273,6 +278,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			TrustedNamespaces:               opts.TrustedNamespaces,
 			AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
 			RemoteGuard:                     opts.RemoteGuard,
+			CacheBudgets:                    cachecharge.NewBudgets(opts.NamespaceCacheBytes),
 			Config:                          o.Config.Current,
 			Recorder:                        newFairRecorder(recorder, clock.RealClock{}, opts.Metrics),
 			Registerer:                      opts.Metrics,

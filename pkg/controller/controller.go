@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/cachecharge"
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
@@ -115,6 +116,9 @@ type Options struct {
 	// sharded operator: it reconciles only the keys Shard lets it enter,
 	// and ShardChanged must be called when the share changes.
 	Shard Shard
+	// CacheBudgets are the byte budgets of the namespaces' cached objects
+	// (see internal/cachecharge); nil means cachecharge.NewBudgets(0).
+	CacheBudgets *cachecharge.Budgets
 }
 
 // Shard decides which VidraResources this replica reconciles.
@@ -183,6 +187,8 @@ type Controller struct {
 	// uids are the UIDs of the resources the informer holds, which tell
 	// whether an object's owner still exists.
 	uids *resourceUIDs
+	// budgets are the namespaces' cache budgets.
+	budgets *cachecharge.Budgets
 }
 
 // DefaultReconcileTimeout is the default of Options.ReconcileTimeout. A
@@ -217,6 +223,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 20
 	}
+	if opts.CacheBudgets == nil {
+		opts.CacheBudgets = cachecharge.NewBudgets(0)
+	}
 	fair := newFairQueue()
 	queue, limiter := newQueue(fair, opts)
 	c := &Controller{
@@ -239,6 +248,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		putOffKeys:  map[cache.ObjectName]struct{}{},
 		missed:      map[cache.ObjectName]Trigger{},
 		uids:        newResourceUIDs(),
+		budgets:     opts.CacheBudgets,
 	}
 
 	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -249,6 +259,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			_, ok := apply.MarkedOwner(c.lister, u)
 			return ok
 		},
+		// Only what an owner declares is held in full, charged to its
+		// namespace; the rest is a stub.
+		Charge:  c.charge,
 		Linger:  opts.Linger,
 		Map:     c.ownerOf,
 		Enqueue: c.wake,

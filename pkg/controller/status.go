@@ -162,6 +162,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	// Within its size limit, whatever the objects and their writers put
 	// in it.
 	fitStatus(st, drifted)
+	c.setCacheLimited(vr, st, now)
 
 	c.recordEvents(r, st)
 	if equality.Semantic.DeepEqual(vr.Status, *st) {

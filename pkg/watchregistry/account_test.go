@@ -17,7 +17,7 @@ func stub(ns, name string) *packed {
 
 func TestAccountChargesEachCachedObjectOnce(t *testing.T) {
 	b := NewBudget(2)
-	a, other := newAccount(b), newAccount(b)
+	a, other := newAccount(b, nil), newAccount(b, nil)
 	steps := []struct {
 		name       string
 		do         func() (handle, over bool)
@@ -41,7 +41,7 @@ func TestAccountChargesEachCachedObjectOnce(t *testing.T) {
 			t.Fatalf("%s: handle %t, over %t, used %d; want %t, %t, %d", s.name, handle, over, b.Used(), s.wantHandle, s.wantOver, s.wantUsed)
 		}
 	}
-	if newAccount(nil) != nil {
+	if newAccount(nil, nil) != nil {
 		t.Fatal("a cluster without a budget has an account")
 	}
 	var none *account
@@ -58,7 +58,7 @@ func TestAccountChargesTheBytesObjectsTake(t *testing.T) {
 		return p
 	}
 	b := NewBudget(100, MaxBytes(10_000))
-	a := newAccount(b)
+	a := newAccount(b, nil)
 	one := cachedSize(sized("a", 1000))
 	if handle, over := a.add(sized("a", 1000)); !handle || over || b.UsedBytes() != one {
 		t.Fatalf("add: handle %t, over %t, %d bytes used; want %d", handle, over, b.UsedBytes(), one)
@@ -112,7 +112,7 @@ func TestBudgetErrorSaysWhichClusterAndHowMany(t *testing.T) {
 func TestATripIsClaimedOncePerCrossing(t *testing.T) {
 	var tripping atomic.Bool
 	b := NewBudget(1)
-	a := newAccount(b)
+	a := newAccount(b, nil)
 	a.tripping = &tripping
 	if handle, over := a.add(stub("ns", "a")); !handle || over {
 		t.Fatalf("under the budget: handle %t, over %t", handle, over)
@@ -130,7 +130,7 @@ func TestATripIsClaimedOncePerCrossing(t *testing.T) {
 		t.Fatalf("a charge after the trip: handle %t, over %t; want it refused, and no trip", handle, over)
 	}
 	// A fresh start over the budget trips again.
-	fresh := newAccount(b)
+	fresh := newAccount(b, nil)
 	fresh.tripping = &tripping
 	fresh.add(stub("ns", "e"))
 	if _, over := fresh.add(stub("ns", "f")); !over {

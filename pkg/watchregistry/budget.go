@@ -41,6 +41,11 @@ type Budget struct {
 	maxBytes  int64
 	used      atomic.Int64
 	usedBytes atomic.Int64
+	// pending is what transforms set aside for objects on their way to
+	// the cache (see ledger), and refused counts the objects held as stubs
+	// because the budget had no room for them (Charge.Budget).
+	pending atomic.Int64
+	refused atomic.Int64
 }
 
 // BudgetOption configures a Budget.
@@ -89,6 +94,16 @@ func (b *Budget) MaxBytes() int64 { return b.maxBytes }
 // UsedBytes returns the bytes the cached objects charged to the budget
 // take now.
 func (b *Budget) UsedBytes() int64 { return b.usedBytes.Load() }
+
+// Refused returns how many objects charged to the budget through
+// Options.Charge are held as stubs now because it had no room for them.
+func (b *Budget) Refused() int64 { return b.refused.Load() }
+
+// room reports whether n more bytes fit next to what the budget holds and
+// what transforms set aside for it.
+func (b *Budget) room(n int64) bool {
+	return b.maxBytes <= 0 || b.usedBytes.Load()+b.pending.Load()+n <= b.maxBytes
+}
 
 // over reports whether the caches hold more than the budget allows.
 func (b *Budget) over() bool {
@@ -162,46 +177,88 @@ func objectCount(n int64) string {
 	return fmt.Sprintf("%d objects", n)
 }
 
-// account is one informer's share of its cluster's Budget: the keys of the
-// objects its cache holds, as its handler saw them added and deleted. Keys
-// rather than a count, because the handler is told of a delete even for an
-// object its cache never held (a watch event of an unknown name, which a
-// hostile API server can send at will): counting it would let the cache grow
-// past the budget unseen. A part of a cluster without a budget has no
+// account is one informer's share of the Budgets its objects are charged
+// to: its cluster's, and those Options.Charge names per object. It keeps
+// the key of each object its cache holds, as its handler saw them added
+// and deleted, with what it was charged. Keys rather than a count, because
+// the handler is told of a delete even for an object its cache never held
+// (a watch event of an unknown name, which a hostile API server can send
+// at will): counting it would let the cache grow past the budget unseen. A
+// part of a cluster without a budget, in a registry without Charge, has no
 // account, and its handler takes no lock.
 //
 // Stopping the informer closes the account and refunds what it held; the
 // mutex orders that against a handler charging concurrently, so that a
 // charge either lands before the refund (and is refunded) or is refused.
 type account struct {
+	// budget is the cluster's, nil when it has none.
 	budget *Budget
+	// ledger releases what the transform set aside for an object once it
+	// is charged; nil without Charge.
+	ledger *ledger
 	// tripping is the cluster's clusterClients.tripping, claimed under mu
 	// (see add); nil in tests of the account alone.
 	tripping *atomic.Bool
 	mu       sync.Mutex
 	closed   bool
-	// keys holds the size charged for each object, bytes their sum.
-	keys  map[accountKey]int64
-	bytes int64
+	keys     map[accountKey]holding
+}
+
+// holding is what one cached object is charged: size bytes and one object
+// to budget (nil: nobody), and one refusal to refused when it is a stub
+// for lack of room there.
+type holding struct {
+	size    int64
+	budget  *Budget
+	refused *Budget
+}
+
+func (h holding) apply(sign int64) {
+	if h.budget != nil {
+		h.budget.used.Add(sign)
+		h.budget.usedBytes.Add(sign * h.size)
+	}
+	if h.refused != nil {
+		h.refused.refused.Add(sign)
+	}
 }
 
 type accountKey struct{ namespace, name string }
 
-func newAccount(b *Budget) *account {
-	if b == nil {
+func newAccount(b *Budget, l *ledger) *account {
+	if b == nil && l == nil {
 		return nil
 	}
-	return &account{budget: b, keys: map[accountKey]int64{}}
+	return &account{budget: b, ledger: l, keys: map[accountKey]holding{}}
+}
+
+// holdingOf is what obj is charged: to the budget Charge named for it, or
+// to the cluster's.
+func (a *account) holdingOf(obj any) holding {
+	h := holding{size: cachedSize(obj), budget: a.budget}
+	if p, ok := obj.(*packed); ok {
+		if p.budget != nil {
+			h.budget = p.budget
+		}
+		h.refused = p.refusedBy
+	}
+	return h
 }
 
 // add charges an object the cache now holds, or the change of size of one
 // it held (an update), and reports whether the handler should go on with
-// it: not once the account is closed, nor when the budget is over. over
-// tells the caller to report the trip, which it alone has claimed (see
-// clusterClients.tripping): false when a trip is being handled already.
+// it: not once the account is closed, nor when the cluster's budget is
+// over. over tells the caller to report the trip, which it alone has
+// claimed (see clusterClients.tripping): false when a trip is being
+// handled already. A budget of Charge never trips: the transform kept
+// within it.
 func (a *account) add(obj any) (handle, over bool) {
+	if p, ok := obj.(*packed); ok {
+		// After the charge below, so that the bytes are never unaccounted.
+		defer a.ledger.settle(p)
+	}
 	k, ok := keyOfCached(obj)
-	size := cachedSize(obj)
+	h := a.holdingOf(obj)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -211,13 +268,13 @@ func (a *account) add(obj any) (handle, over bool) {
 		return true, false
 	}
 	prev, had := a.keys[k]
-	a.keys[k] = size
-	a.bytes += size - prev
-	a.budget.usedBytes.Add(size - prev)
-	if !had {
-		a.budget.used.Add(1)
+	if had {
+		prev.apply(-1)
 	}
-	if (!had || size > prev) && a.budget.over() {
+	a.keys[k] = h
+	h.apply(1)
+	grew := !had || prev.budget != h.budget || h.size > prev.size
+	if h.budget != nil && h.budget == a.budget && grew && a.budget.over() {
 		// Every charge that finds the budget exceeded counts as crossing
 		// it, not only the first: that one's cluster may hold too little
 		// for its refund to bring the budget back under its Max. The trip
@@ -235,6 +292,10 @@ func (a *account) add(obj any) (handle, over bool) {
 // and reports whether it was: a delete of an object never charged is one
 // the cache never held.
 func (a *account) remove(obj any) bool {
+	if p, ok := obj.(*packed); ok {
+		// The transform set bytes aside for the delete's object too.
+		defer a.ledger.settle(p)
+	}
 	k, ok := keyOfCached(obj)
 	if !ok {
 		return false
@@ -244,12 +305,10 @@ func (a *account) remove(obj any) bool {
 	if a.closed {
 		return false
 	}
-	size, had := a.keys[k]
+	h, had := a.keys[k]
 	if had {
 		delete(a.keys, k)
-		a.bytes -= size
-		a.budget.used.Add(-1)
-		a.budget.usedBytes.Add(-size)
+		h.apply(-1)
 	}
 	return had
 }
@@ -266,9 +325,10 @@ func (a *account) close() {
 		return
 	}
 	a.closed = true
-	a.budget.used.Add(-int64(len(a.keys)))
-	a.budget.usedBytes.Add(-a.bytes)
-	a.keys, a.bytes = nil, 0
+	for _, h := range a.keys {
+		h.apply(-1)
+	}
+	a.keys = nil
 }
 
 // cachedSize is what an object takes in a cache: its packed JSON and

@@ -96,6 +96,9 @@
 // DropManagedFields (metadata.managedFields and kubectl's last-applied
 // annotation); KeepManagedFieldsOf keeps the entries of chosen field
 // managers, AsServed keeps everything. Options.MetadataOnly caches only apiVersion, kind and metadata.
+// Options.Charge holds chosen objects as stubs of their identity and a few
+// marks (Get fails with ErrStub), and charges the others to a Budget of its
+// choice, which holds what it has no room for as stubs too.
 // The caches hold each object as JSON, with only the metadata that keys,
 // filters and label selectors need kept decoded, which is several times
 // smaller than an Unstructured. Get and List therefore decode a fresh copy on

@@ -78,6 +78,10 @@ type entry[K comparable] struct {
 
 	kindOnce sync.Once
 	kind     string
+
+	// ledger holds what the transform set aside on the Budgets of
+	// Options.Charge; nil without it.
+	ledger *ledger
 }
 
 // part is one informer of an entry: the objects of one label selector.
@@ -179,6 +183,9 @@ func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *ent
 		state:   StatePending,
 		refs:    map[Ref]map[K]struct{}{},
 	}
+	if r.charge != nil {
+		e.ledger = newLedger()
+	}
 	if prev != nil && prev.state.retried() {
 		e.lastFailure = prev.state
 		e.notified = owned(prev.notified)
@@ -222,7 +229,7 @@ func (r *Registry[K]) newPart(e *entry[K], selector string) (*part[K], error) {
 	if ref.Namespace == "" {
 		indexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	}
-	p := &part[K]{selector: selector, acct: newAccount(c.budget)}
+	p := &part[K]{selector: selector, acct: newAccount(c.budget, e.ledger)}
 	if p.acct != nil {
 		p.acct.tripping = &c.tripping
 	}
@@ -405,6 +412,7 @@ func (e *entry[K]) stopLocked(st State, err error) {
 	for _, p := range e.parts {
 		p.acct.close()
 	}
+	e.ledger.close()
 	e.parts = nil
 }
 
@@ -567,8 +575,8 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if _, ok := obj.(*packed); ok {
 			return obj, nil
 		}
-		var err error
 		if r.metadataOnly {
+			var err error
 			if obj, err = metadataToUnstructured(obj, gv, kind); err != nil {
 				return nil, err
 			}
@@ -584,6 +592,10 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 			// Not ours to pack; the handler and reads skip it.
 			return obj, nil
 		}
+		charge, stub, err := r.charged(e, u)
+		if err != nil || stub != nil {
+			return stub, err
+		}
 		own := r.fieldManager != "" && onlyManager(u, r.fieldManager)
 		// The digest, like Keep, sees the object as served: the transform
 		// may drop what it reads, and status is taken apart by pack.
@@ -591,12 +603,23 @@ func (r *Registry[K]) transformFor(e *entry[K]) cache.TransformFunc {
 		if r.wakeDigest != nil {
 			digest = r.wakeDigest(u)
 		}
+		// The stub of an object refused for its size keeps what Charge
+		// names: taken before Transform, which may drop it.
+		var full *unstructured.Unstructured
+		if charge.Budget != nil {
+			full = stubSource(u, charge)
+		}
 		if err := user(u); err != nil {
 			return nil, err
 		}
 		p, err := pack(u)
 		if err != nil {
 			return nil, err
+		}
+		if full != nil {
+			if p, err = e.reserveFor(charge, full, p); err != nil || p.stub {
+				return p, err
+			}
 		}
 		// The transform runs as the reflector receives the object, which is
 		// where the handler lag metric starts.
@@ -848,6 +871,10 @@ func (h *handler[K]) updated(o, n *packed) {
 // a generation (ConfigMap, Secret) changed something we cannot see, so its
 // update is never called status-only.
 func (r *Registry[K]) statusOnly(o, n *packed) bool {
+	// A stub shows nothing of what changed.
+	if o.stub || n.stub {
+		return false
+	}
 	if r.metadataOnly && n.Generation == 0 {
 		return false
 	}

@@ -51,6 +51,17 @@ type packed struct {
 	// rejected marks the stub of an object Options.Keep rejected: name,
 	// namespace, UID and resourceVersion, nothing else.
 	rejected bool
+	// stub marks the stub of an object Options.Charge holds as such (see
+	// Charge.Stub): its identity and marks only, in body.
+	stub bool
+	// budget is the Budget the object is charged to instead of its
+	// cluster's, nil for the cluster's (Charge.Budget); reserved the bytes
+	// the transform set aside on it, until the handler charges them (see
+	// ledger). refusedBy is the budget that had no room for the object,
+	// which is therefore a stub.
+	budget    *Budget
+	reserved  int64
+	refusedBy *Budget
 	// received is when the reflector received this version, as time since
 	// the registry's epoch, for the handler lag metric.
 	received time.Duration
@@ -73,6 +84,9 @@ func (p *packed) DeepCopyObject() runtime.Object {
 		digest:        p.digest,
 		ownerWrote:    p.ownerWrote,
 		rejected:      p.rejected,
+		stub:          p.stub,
+		budget:        p.budget,
+		refusedBy:     p.refusedBy,
 		received:      p.received,
 	}
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)

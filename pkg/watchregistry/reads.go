@@ -62,6 +62,9 @@ func (r *Registry[K]) GetInto(ref Ref, namespace, name string, into runtime.Obje
 		return err
 	}
 	if !found {
+		if p != nil && p.stub {
+			return fmt.Errorf("get %s/%s from %s: %w: %w", namespace, name, ref, ErrStub, notFound(ref.GVR, name))
+		}
 		return notFound(ref.GVR, name)
 	}
 	if err := p.decodeInto(into); err != nil {
@@ -96,7 +99,8 @@ func GetTyped[T any, PT interface {
 }
 
 // lookup returns the cached form of an object, without decoding it; found is
-// false when the cache does not hold it. Errors are those Get documents.
+// false when the cache does not hold it, or holds only a stub (then p is
+// the stub). Errors are those Get documents.
 func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found bool, err error) {
 	if ref.Namespace != "" && namespace != ref.Namespace {
 		return nil, false, fmt.Errorf("get %s/%s: namespace outside the scope of %s", namespace, name, ref)
@@ -129,7 +133,7 @@ func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found 
 	if p.rejected {
 		return nil, false, nil
 	}
-	return p, true, nil
+	return p, !p.stub, nil
 }
 
 // List returns the cached objects of the ref in namespace ("" for all the ref
@@ -195,7 +199,7 @@ func (r *Registry[K]) matching(ref Ref, namespace string, selector labels.Select
 		matched = slices.Grow(matched, len(objs))
 		for _, o := range objs {
 			p, ok := o.(*packed)
-			if !ok || p.rejected {
+			if !ok || p.rejected || p.stub {
 				continue
 			}
 			if selector == nil || selector.Matches(labels.Set(p.Labels)) {

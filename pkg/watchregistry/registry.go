@@ -91,6 +91,12 @@ type Options[K comparable] struct {
 	// EventDeleted, one that stops being rejected as EventAdded. Keep runs
 	// on the informer's goroutine, before Transform, and should be quick.
 	Keep func(*unstructured.Unstructured) bool
+	// Charge, if set, decides for each object Keep keeps whether the caches
+	// hold it in full or as a stub, and to which Budget its bytes are
+	// charged (see Charge and ErrStub). It runs on the informer's
+	// goroutine, on the object as served, after Keep and before
+	// Transform, and should be quick.
+	Charge func(Ref, *unstructured.Unstructured) Charge
 	// DeliverStatusOnly delivers updates that change only status and
 	// bookkeeping metadata; by default they are filtered.
 	DeliverStatusOnly bool
@@ -179,6 +185,7 @@ type Registry[K comparable] struct {
 	fieldManager      string
 	transform         TransformFunc
 	keep              func(*unstructured.Unstructured) bool
+	charge            func(Ref, *unstructured.Unstructured) Charge
 	deliverStatusOnly bool
 	wakeDigest        func(*unstructured.Unstructured) uint64
 	metadataOnly      bool
@@ -283,6 +290,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		fieldManager:      opts.FieldManager,
 		transform:         opts.Transform,
 		keep:              opts.Keep,
+		charge:            opts.Charge,
 		deliverStatusOnly: opts.DeliverStatusOnly,
 		wakeDigest:        opts.WakeDigest,
 		metadataOnly:      opts.MetadataOnly,

@@ -165,11 +165,11 @@ func TestRemoteListOfTinyObjectsCannotTakeOperatorDown(t *testing.T) {
 // nothing, then sends ADDED events of new ConfigMaps, each under every
 // limit, without end. The informer cached them all until the operator ran
 // out of memory. Now the caches of a namespace's remote clusters have a
-// budget (10,000 objects or 32 MiB): past it the cluster's informers stop,
+// budget for stubs (30,000 objects or 32 MiB): past it the cluster's informers stop,
 // their caches are dropped, the resource reports why, and the cluster is
 // not listed again before a hold.
 func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
-	const events = 50_000
+	const events = 60_000
 	var sent, floods atomic.Int64
 	watchEnded := make(chan struct{}, 1)
 	cluster := newFakeCluster(t, func(w http.ResponseWriter, _ *http.Request) {
@@ -201,7 +201,7 @@ func TestRemoteClusterCannotFillTheOperatorsCaches(t *testing.T) {
 	peak := sampleHeap(t)
 	createVR(t, ns, "flood", cmDoc("x"), toRemoteSecret(cluster.srv.URL))
 	msg := readyMessageOf(t, ns, "flood", v1alpha1.ReasonDestinationError)
-	if !strings.Contains(msg, "the remote clusters of namespace "+ns+" would make Vidra cache more than 10000 objects or 32 MiB") ||
+	if !strings.Contains(msg, "the remote clusters of namespace "+ns+" would make Vidra cache more than 30000 objects or 32 MiB") ||
 		!strings.Contains(msg, "--destination-cache-objects") {
 		t.Errorf("Ready message does not say the caches went over their budget: %s", msg)
 	}

@@ -81,6 +81,11 @@ const (
 	// ConditionDrifted is True, with driftPolicy Report, while managed
 	// objects differ from the manifest because someone else changed them.
 	ConditionDrifted = "Drifted"
+	// ConditionCacheLimited is True, with reason CacheBudgetExceeded,
+	// while the objects of the resource's namespace exceed the byte budget
+	// of what the operator caches for it: the objects past it are read
+	// from the API server instead.
+	ConditionCacheLimited = "CacheLimited"
 	// ConditionHealthy summarises the health of the managed objects: True
 	// when every one is Current (reason AllCurrent), False while some are in
 	// progress (Progressing) or when some failed (Degraded), Unknown when
@@ -91,25 +96,27 @@ const (
 // Condition reasons. They are constant so that alerts and scripts can match
 // on them; the condition message carries the detail.
 const (
-	ReasonReconciled         = "Reconciled"
-	ReasonProgressing        = "Progressing"
-	ReasonSuspended          = "Suspended"
-	ReasonInvalidManifest    = "InvalidManifest"
-	ReasonUnknownKind        = "UnknownKind"
-	ReasonNamespaceNotFound  = "NamespaceNotFound"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonImmutableField     = "ImmutableField"
-	ReasonForbidden          = "Forbidden"
-	ReasonOwnedByOther       = "OwnedByOtherResource"
-	ReasonUnmanagedExists    = "UnmanagedObjectExists"
-	ReasonFieldConflict      = "FieldConflict"
-	ReasonNoConflict         = "NoConflict"
-	ReasonPruneFailed        = "PruneFailed"
-	ReasonDeleting           = "Deleting"
-	ReasonDestinationError   = "DestinationUnavailable"
-	ReasonManifestTooLarge   = "ManifestTooLarge"
-	ReasonWaitingForCRD      = "WaitingForCRD"
-	ReasonDependencyNotReady = "DependencyNotReady"
+	ReasonReconciled        = "Reconciled"
+	ReasonProgressing       = "Progressing"
+	ReasonSuspended         = "Suspended"
+	ReasonInvalidManifest   = "InvalidManifest"
+	ReasonUnknownKind       = "UnknownKind"
+	ReasonNamespaceNotFound = "NamespaceNotFound"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonImmutableField    = "ImmutableField"
+	ReasonForbidden         = "Forbidden"
+	ReasonOwnedByOther      = "OwnedByOtherResource"
+	ReasonUnmanagedExists   = "UnmanagedObjectExists"
+	ReasonFieldConflict     = "FieldConflict"
+	ReasonNoConflict        = "NoConflict"
+	ReasonPruneFailed       = "PruneFailed"
+	ReasonDeleting          = "Deleting"
+	ReasonDestinationError  = "DestinationUnavailable"
+	ReasonManifestTooLarge  = "ManifestTooLarge"
+	// ReasonCacheBudgetExceeded: see ConditionCacheLimited.
+	ReasonCacheBudgetExceeded = "CacheBudgetExceeded"
+	ReasonWaitingForCRD       = "WaitingForCRD"
+	ReasonDependencyNotReady  = "DependencyNotReady"
 	// ReasonReconcileTimeout: the reconcile ran out of its time
 	// (--reconcile-timeout) before it went through every object; it goes on
 	// with backoff.
