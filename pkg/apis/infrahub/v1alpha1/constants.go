@@ -157,6 +157,12 @@ const (
 	// a VidraResource that no longer exists; with spec.adoptOrphans this
 	// resource applied it and now manages it.
 	ReasonAdopted = "Adopted"
+	// ReasonTooManyKinds: watching the kinds of the resource's objects
+	// would take more informers than the operator runs for its namespace,
+	// for its destination cluster or in all (--max-informers-per-namespace,
+	// --max-informers-per-cluster, --max-informers); the message names the
+	// bound and its number.
+	ReasonTooManyKinds = "TooManyKinds"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for
