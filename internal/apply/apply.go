@@ -150,6 +150,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Fail(v1alpha1.ReasonManifestTooLarge, false, err)
 		return
 	}
+	if oe := checkManifestKinds(resolved, e.registry.Informers().PerTenant); oe != nil {
+		pass.Out.Errs = append(pass.Out.Errs, oe)
+		return
+	}
 	manifest.Sort(resolved)
 
 	var stage0, stage1, crds []*planned

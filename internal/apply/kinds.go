@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -50,4 +51,30 @@ func tooManyKinds(err error) *ObjectError {
 	}
 	return &ObjectError{Index: -1, Reason: v1alpha1.ReasonTooManyKinds, Retry: retry,
 		Err: errors.New(msg + "; the objects of kinds not watched yet have their drift corrected on the interval only")}
+}
+
+// manifestKinds counts the kinds a manifest names, each group and kind
+// once, across API versions.
+func manifestKinds(objs []manifest.Object) int {
+	type groupKind struct{ group, kind string }
+	seen := map[groupKind]bool{}
+	for _, o := range objs {
+		gvk := o.Object.GroupVersionKind()
+		seen[groupKind{manifest.StoredGroup(gvk.Group, gvk.Kind), gvk.Kind}] = true
+	}
+	return len(seen)
+}
+
+// checkManifestKinds refuses, before anything is applied, a manifest that
+// alone names more kinds than its namespace may have watched (limit, 0 for
+// no bound): it could never be watched whole, and applying its objects
+// first would have each of its reconciles write them all, for a failure.
+func checkManifestKinds(objs []manifest.Object, limit int) *ObjectError {
+	n := manifestKinds(objs)
+	if limit <= 0 || n <= limit {
+		return nil
+	}
+	return &ObjectError{Index: -1, Reason: v1alpha1.ReasonTooManyKinds, Err: fmt.Errorf(
+		"the manifest names %d kinds, more than the %d Vidra watches for a namespace (--max-informers-per-namespace): nothing was applied; declare fewer kinds",
+		n, limit)}
 }

@@ -87,6 +87,16 @@ func (e *InformerBudgetError) Error() string {
 // Is matches ErrTooManyInformers.
 func (e *InformerBudgetError) Is(target error) bool { return target == ErrTooManyInformers }
 
+// Informers returns the bounds of Options.Informers, for owners that check
+// what they are about to need before tracking it.
+// A nil Registry has none.
+func (r *Registry[K]) Informers() InformerBudget {
+	if r == nil {
+		return InformerBudget{}
+	}
+	return r.informerBudget
+}
+
 // tenantFits decides a tenant's bound: the distinct refs its owners track,
 // before and after a Track. A Track that does not add to a tenant past its
 // bound is let through, so that an owner can always drop refs, and a bound
