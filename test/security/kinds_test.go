@@ -78,7 +78,7 @@ func TestTenantCannotEndTheOperatorWithThousandsOfKinds(t *testing.T) {
 	createVR(t, ns, "fits", thingsManifest(0, fits), toRemoteSecret(cluster.srv.URL))
 	waitVR(t, ns, "fits", "became Ready", isReady)
 	for i := range resources {
-		createVR(t, ns, fmt.Sprintf("many-%d", i), thingsManifest(fits+i*perResource, fits+(i+1)*perResource), toRemoteSecret(cluster.srv.URL))
+		createVR(t, ns, fmt.Sprintf("many-%d", i), thingsManifest(i*perResource, (i+1)*perResource), toRemoteSecret(cluster.srv.URL))
 	}
 	for i := range resources {
 		msg := readyMessageOf(t, ns, fmt.Sprintf("many-%d", i), v1alpha1.ReasonTooManyKinds)
