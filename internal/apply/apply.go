@@ -102,11 +102,15 @@ func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
 // parses the manifest (cached per generation), resolves kinds and
 // namespaces, applies CRDs and Namespaces first and then the rest, tells
 // the watch registry what to watch, and prunes what left the inventory.
-// Failures are in pass.Out.Errs; nothing is pruned in a pass in which
-// anything failed.
+// Failures are in pass.Out.Errs; a failure holds back only the prunes it
+// could be confused with (prunehold.go), and the entries that no status
+// write recorded yet are part of the inventory (unrecorded.go).
 func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	logger := klog.FromContext(ctx)
 	vr := pass.VR
+	pass.Inventory = pass.st.withUnrecorded(pass.Inventory, pass.Target.Cluster)
+	pass.Out.Inventory = pass.Inventory
+	defer func() { pass.st.rememberInventory(vr.Status.ManagedResources, pass.Out.Inventory, pass.Target.Cluster) }()
 	previous := inventorySet(pass.Inventory)
 	// A destination that stops answering mid-pass fails every object the
 	// same way; one message says it better than one per object. So does a
@@ -214,6 +218,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Errs = append([]*ObjectError{oe}, pass.Out.Errs...)
 	}
 
+	// Objects a killed process created and never recorded: pruned below
+	// when the manifest no longer declares them.
+	pass.Inventory = append(pass.Inventory, e.findUnrecorded(ctx, pass, all, desired, maps.Clone(previous))...)
+
 	if !pass.report {
 		clear(pass.st.reported)
 	}
@@ -231,18 +239,36 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 			inventory = append(inventory, m)
 		}
 	}
-	if len(pass.Out.Errs) > 0 {
-		for _, m := range pass.Inventory {
-			if !desired[inventoryKey(m)] {
-				inventory = append(inventory, m)
-			}
+	held := e.holds(ctx, pass, desired)
+	skip := maps.Clone(desired)
+	for _, m := range pass.Inventory {
+		if k := inventoryKey(m); !desired[k] && held[k] != (PruneHold{}) {
+			skip[k] = true
+			inventory = append(inventory, m)
 		}
-		pass.Out.Inventory = inventory
-		return
 	}
-	kept := e.prune(ctx, pass, desired)
+	pass.Out.Held = sortedHolds(pass.Inventory, held)
+	kept := e.prune(ctx, pass, skip)
 	pass.Out.Inventory = append(inventory, kept...)
 	logger.V(3).Info("Reconciled", "objects", len(all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
+}
+
+// holds decides which entries of pass's inventory that left the manifest
+// (not in desired) the pass's failures hold back from the prune. Past the
+// reconcile's deadline every one is: nothing more is asked of the
+// destination.
+func (e *Engine) holds(ctx context.Context, pass *Pass, desired map[ObjectKey]bool) map[ObjectKey]PruneHold {
+	var leaving []ObjectKey
+	for _, m := range pass.Inventory {
+		if k := inventoryKey(m); !desired[k] {
+			leaving = append(leaving, k)
+		}
+	}
+	errs := pass.Out.Errs
+	if oot := destination.OutOfTime(ctx); oot != nil {
+		errs = append(slices.Clone(errs), &ObjectError{Index: -1, Reason: v1alpha1.ReasonReconcileTimeout, Err: oot})
+	}
+	return decideHolds(leaving, errs)
 }
 
 // AllCached reports whether every object of pass's inventory (what the

@@ -166,6 +166,10 @@ type Outcome struct {
 	// DriftHistory is the last corrections, newest first.
 	DriftHistory []v1alpha1.DriftRecord
 	Errs         []*ObjectError
+	// Held are the inventory entries that left the manifest and were not
+	// pruned because a failure could be confused with them (prunehold.go),
+	// in the inventory's order.
+	Held []PruneHold
 	// Inventory is the status.managedResources to write.
 	Inventory []v1alpha1.ManagedResource
 }

@@ -93,6 +93,11 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		p.observe(live, 0)
 		return nil
 	}
+	if immutableDrift(p.obj, live) {
+		if oerr, handled := e.immutableSet(ctx, pass, p, hash); handled {
+			return oerr
+		}
+	}
 	if live != nil {
 		hand := parseHandEdits(live.GetManagedFields(), pass.overrides, p.notIgnored)
 		edits := hand.managers()

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -342,7 +341,7 @@ func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watch
 // again. On success the pass's inventory is empty, and what the engine
 // remembered of applies there is forgotten.
 func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResource, target *destination.Target) bool {
-	leave := &Pass{VR: old, Target: target, Inventory: pass.Inventory, key: pass.key, st: pass.st, overrides: pass.overrides}
+	leave := &Pass{VR: old, Target: target, Inventory: pass.st.withUnrecorded(pass.Inventory, target.Cluster), key: pass.key, st: pass.st, overrides: pass.overrides}
 	kept := e.prune(ctx, leave, nil)
 	pass.Out.Pruned = append(pass.Out.Pruned, leave.Out.Pruned...)
 	pass.Out.Released = append(pass.Out.Released, leave.Out.Released...)
@@ -355,6 +354,7 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 	// Records of applies there say nothing of the new cluster's objects.
 	clear(pass.st.applied)
 	clear(pass.st.unmanaged)
+	pass.st.unrecorded, pass.st.searched = nil, false
 	pass.Inventory, pass.Out.Inventory = nil, nil
 	return true
 }
@@ -372,7 +372,8 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // objects it did not get to: together with the pending ones, they are all
 // a next try needs to look at.
 func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending, failed []v1alpha1.ManagedResource, err error) {
-	items := slices.Clone(vr.Status.ManagedResources)
+	// With what passes applied that no status write recorded.
+	items := e.stateFor(cache.MetaObjectToName(vr), vr.UID).withUnrecorded(vr.Status.ManagedResources, target.Cluster)
 	// Objects of the manifest that are not in the inventory are looked for
 	// in case a first reconcile created them and stopped before writing its
 	// status.

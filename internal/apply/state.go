@@ -78,6 +78,13 @@ type resourceState struct {
 	// all its passes: each pass sees only the objects still marked as this
 	// resource's, so no single one knows how many were deleted.
 	released int
+	// unrecorded are inventory entries of passes on unrecordedCluster that
+	// no status write has recorded yet (see unrecorded.go), and searched
+	// whether the caches were searched for objects of this resource that
+	// no inventory names.
+	unrecorded        []v1alpha1.ManagedResource
+	unrecordedCluster string
+	searched          bool
 }
 
 type editHistory struct {

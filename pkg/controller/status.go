@@ -138,7 +138,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
 		st.DeployState = v1alpha1.DeployStateSucceeded
 	case r.Out.Retryable():
-		msg := joinErrors(errs)
+		msg := failedMessage(r)
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].Reason, msg)
 		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, "Retrying with backoff: "+msg)
 		// Retried, because the fix may come from elsewhere (a CRD installed,
@@ -152,7 +152,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 			st.DeployState = v1alpha1.DeployStateRunning
 		}
 	default:
-		msg := joinErrors(errs)
+		msg := failedMessage(r)
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, errs[0].Reason, msg)
 		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, errs[0].Reason, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
@@ -233,11 +233,14 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 	if prev != nil && prev.Status == cur.Status && prev.Reason == cur.Reason && prev.Message == cur.Message {
 		return
 	}
+	if held := apply.HeldMessage(out.Held); held != "" {
+		c.event(vr, true, v1alpha1.ReasonPruneHeld, "%s", held)
+	}
 	reason := "ApplyFailed"
 	switch {
 	case slices.ContainsFunc(out.Errs, func(e *apply.ObjectError) bool { return e.Conflict }):
 		reason = "Conflict"
-	case !out.Errs[0].ForObject(), out.Errs[0].Index < 0:
+	case !out.Errs[0].ForObject(), out.Errs[0].Index < 0, out.Errs[0].Reason == v1alpha1.ReasonImmutableSet:
 		// Not one object's failure to apply: the manifest, the destination,
 		// or a prune, whose reason says more than ApplyFailed.
 		reason = cur.Reason
@@ -322,6 +325,18 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 	}
 	vr.Status = *st
 	return c.updateStatus(ctx, vr)
+}
+
+// failedMessage is the Ready message of a reconcile that failed: its
+// failures, then the prunes they held back, if any. The held prunes come
+// first when the failures are many: a message is cut at maxMessage, and
+// what is held must not be what is cut.
+func failedMessage(r *apply.Pass) string {
+	held := apply.HeldMessage(r.Out.Held)
+	if held == "" {
+		return joinErrors(r.Out.Errs)
+	}
+	return held + wording.ListSeparator + joinErrors(r.Out.Errs)
 }
 
 func joinErrors(errs []*apply.ObjectError) string {

@@ -94,8 +94,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 		res.requeueAfter, res.requeueTrigger = recheck, TriggerHealth
 	}
 	if err != nil {
+		// The engine keeps what this pass applied, for the next pass's
+		// inventory: the status that records it was not written.
 		return res, err
 	}
+	c.engine.Recorded(pass)
 	if pass.Out.Retryable() {
 		errs := make([]error, len(pass.Out.Errs))
 		for i, e := range pass.Out.Errs {

@@ -380,10 +380,11 @@ func describe(a k8stesting.Action) string {
 		default:
 			return fmt.Sprintf("patch %s %s (%s)", res, object(a.GetName()), a.GetPatchType())
 		}
+	case k8stesting.DeleteAction:
+		// Before GetAction, whose method set a delete has too.
+		return fmt.Sprintf("delete %s %s", res, object(a.GetName()))
 	case k8stesting.GetAction:
 		return fmt.Sprintf("get %s %s", res, object(a.GetName()))
-	case k8stesting.DeleteAction:
-		return fmt.Sprintf("delete %s %s", res, object(a.GetName()))
 	}
 	return fmt.Sprintf("%s %s", a.GetVerb(), res)
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -370,19 +369,6 @@ func TestCreatePacksFilesIntoAResource(t *testing.T) {
 	golden(t, "create-unparsable.txt", strings.ReplaceAll(res.stderr, dir+"/", ""), normal{})
 }
 
-func TestClusterAddWritesTheSecretTheOperatorAccepts(t *testing.T) {
-	ns := namespace(t)
-	res := run(t, "cluster", "add", "staging", "--context", "testenv", "-n", ns).expect(t, 0)
-	golden(t, "cluster-add.txt", res.stdout, normal{names: map[string]string{ns: "<ns>"}})
-	secret, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "staging", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := destination.CheckKubeconfig(secret.Data["kubeconfig"]); err != nil {
-		t.Errorf("the operator would refuse the Secret's kubeconfig: %v", err)
-	}
-}
-
 func TestClusterAddRefusesAnExecPluginContext(t *testing.T) {
 	ns := namespace(t)
 	data, err := env.Kubeconfig()
@@ -429,7 +415,7 @@ func TestVersionAndCompletion(t *testing.T) {
 func TestEveryCommandHasAnExample(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"get"}, {"tree"}, {"diff"}, {"reconcile"}, {"suspend"}, {"resume"}, {"why"},
-		{"cluster"}, {"cluster", "add"}, {"create"}, {"version"}, {"completion"},
+		{"cluster"}, {"cluster", "add"}, {"create"}, {"version"}, {"completion"}, {"wakeups"},
 	} {
 		res := run(t, append(cmd, "--help")...).expect(t, 0)
 		if !strings.Contains(res.stdout, "Examples:") {

@@ -46,7 +46,7 @@ func kubeconfig(t *testing.T) *clientcmdapi.Config {
 
 func TestExportInlinesFilesAndKeepsOneContext(t *testing.T) {
 	kc := kubeconfig(t)
-	got, err := Export(kc, "prod-files")
+	got, err := Export(kc, "prod-files", Options{EmbedFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestExportInlinesFilesAndKeepsOneContext(t *testing.T) {
 }
 
 func TestExportInlinesATokenFile(t *testing.T) {
-	got, err := Export(kubeconfig(t), "dev-token")
+	got, err := Export(kubeconfig(t), "dev-token", Options{EmbedFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestExportRefusesWhatTheOperatorRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.context, func(t *testing.T) {
-			_, err := Export(kubeconfig(t), tc.context)
+			_, err := Export(kubeconfig(t), tc.context, Options{EmbedFiles: true})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
@@ -111,7 +111,47 @@ func TestExportRefusesWhatTheOperatorRefuses(t *testing.T) {
 func TestExportRefusesAProxy(t *testing.T) {
 	kc := kubeconfig(t)
 	kc.Clusters["dev"].ProxyURL = "http://proxy.example.com:3128"
-	if _, err := Export(kc, "dev-token"); err == nil || !strings.Contains(err.Error(), "proxy-url") {
+	if _, err := Export(kc, "dev-token", Options{EmbedFiles: true}); err == nil || !strings.Contains(err.Error(), "proxy-url") {
 		t.Errorf("error %v, want the operator's refusal of proxy-url", err)
+	}
+}
+
+// A context naming files is refused unless asked to inline them, with the
+// field, the file and the flag named; a token beside its tokenFile leaves
+// the file unused, so nothing is read.
+func TestExportRefusesFilesItWasNotAskedToInline(t *testing.T) {
+	kc := kubeconfig(t)
+	kc.AuthInfos["both"] = &clientcmdapi.AuthInfo{Token: "t", TokenFile: "token"}
+	kc.Contexts["dev-both"] = &clientcmdapi.Context{Cluster: "dev", AuthInfo: "both"}
+	tests := []struct {
+		context string
+		want    []string
+	}{
+		{"prod-files", []string{`certificate-authority of cluster "prod" (` + kc.Clusters["prod"].CertificateAuthority + ")",
+			`client-certificate of user "files"`, `client-key of user "files"`, "--embed-files"}},
+		{"dev-token", []string{`tokenFile of user "token" (token)`, "--embed-files"}},
+		{"dev-both", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.context, func(t *testing.T) {
+			got, err := Export(kc, tc.context, Options{})
+			if tc.want == nil {
+				if err != nil || len(got.Inlined) != 0 {
+					t.Fatalf("Export = %+v, %v; want it to read no file", got, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Export inlined files it was not asked to:\n%s", got.Kubeconfig)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if got, err := Export(kc, tc.context, Options{EmbedFiles: true}); err != nil || len(got.Inlined) != len(tc.want)-1 {
+				t.Errorf("with EmbedFiles: %+v, %v; want %d files inlined", got, err, len(tc.want)-1)
+			}
+		})
 	}
 }

@@ -41,6 +41,7 @@ func (r *root) clients() (*clients, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = fieldManager + "/" + version()
+	cfg.WarningHandler = warnings{r.streams.ErrOut}
 	ns, _, err := r.flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, err

@@ -15,9 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/yaml"
 
-	"github.com/vidra-operator/vidra/internal/plugin/preview"
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -56,8 +55,8 @@ func printObject(w io.Writer, obj runtime.Object, output string) error {
 	var p printers.ResourcePrinter
 	switch output {
 	case "json", "yaml":
-		// YAML from JSON, as kubectl's YAML printer makes it, with the C1
-		// controls of the JSON escaped first (see printData).
+		// YAML from JSON, as kubectl's YAML printer makes it, with the
+		// runes a terminal acts on escaped (see writeJSON).
 		p = &printers.JSONPrinter{}
 	case "name":
 		p = &printers.NamePrinter{}
@@ -65,33 +64,34 @@ func printObject(w io.Writer, obj runtime.Object, output string) error {
 		return checkOutput(output, "json", "yaml", "name")
 	}
 	printer := printers.NewTypeSetter(scheme.Scheme).ToPrinter(&printers.OmitManagedFieldsPrinter{Delegate: p})
-	if output == "name" {
-		return printer.PrintObj(obj, w)
-	}
 	var buf bytes.Buffer
 	if err := printer.PrintObj(obj, &buf); err != nil {
+		return err
+	}
+	if output == "name" {
+		// The API server checks the names of most kinds, not of all:
+		// escaped as any other text the cluster sends.
+		_, err := io.WriteString(w, render.SafeText(buf.String()))
 		return err
 	}
 	return writeJSON(w, buf.Bytes(), output)
 }
 
-// writeJSON writes JSON text as -o json or yaml asks, with its C1 controls
-// (U+0080 to U+009F) escaped, and in JSON the bidirectional overrides too,
-// which would reorder what the terminal shows after them. A tenant can put them in any message or
-// annotation a resource shows: JSON leaves them as they are, so -o json
-// wrote them to the terminal, where U+009B starts a control sequence, and
-// the YAML writer refuses them, so -o yaml failed on them.
+// writeJSON writes JSON text as -o json or yaml asks, with every rune a
+// terminal would act on (render.Escaped: controls, format characters such
+// as the bidirectional overrides and the zero-width ones, separators)
+// written as an escape of the format: \u202e in JSON, a double-quoted
+// scalar with \u202e in YAML. A tenant can put them in any message or
+// annotation a resource shows; the output reads back as the same value.
 func writeJSON(w io.Writer, j []byte, output string) error {
-	j = preview.EscapeC1(j)
-	if output == "json" {
-		j = escapeBidi(j)
-	}
 	if output == "yaml" {
-		y, err := yaml.JSONToYAML(j)
+		y, err := render.JSONToYAML(j)
 		if err != nil {
 			return err
 		}
 		j = y
+	} else {
+		j = render.EscapeJSON(j)
 	}
 	_, err := w.Write(j)
 	return err
@@ -120,8 +120,16 @@ func version() string {
 	return "(devel)"
 }
 
-// escapeBidi writes the bidirectional embeddings, overrides and isolates
-// (U+202A to U+202E, U+2066 to U+2069) of JSON text as escapes.
-func escapeBidi(j []byte) []byte {
-	return preview.EscapeRunes(j, func(r rune) bool { return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) })
+// warnings prints the warnings of API server answers as kubectl does,
+// "Warning: <text>" on stderr, escaped: an admission webhook's warning may
+// quote what a tenant wrote, and client-go's default handler logs it as
+// it is.
+type warnings struct{ w io.Writer }
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (h warnings) HandleWarningHeader(code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	fmt.Fprintf(h.w, "Warning: %s\n", render.OneLine(text))
 }

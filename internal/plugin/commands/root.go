@@ -47,7 +47,7 @@ kubectl's flags and conventions.`,
 	r.flags.AddFlags(cmd.PersistentFlags())
 	cmd.AddCommand(
 		newGet(r), newTree(r), newDiff(r), newReconcile(r), newSuspend(r, true), newSuspend(r, false),
-		newWhy(r), newCluster(r), newCreate(r), newVersion(r),
+		newWhy(r), newCluster(r), newCreate(r), newVersion(r), newWakeups(r),
 	)
 	// The completion command cobra adds: give it its example too.
 	cmd.InitDefaultCompletionCmd()

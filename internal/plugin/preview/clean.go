@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
+
+	"github.com/vidra-operator/vidra/internal/plugin/render"
 )
 
 // noise are the metadata fields that every write changes or that only the
@@ -34,7 +34,9 @@ func Clean(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return c
 }
 
-// YAML returns the cleaned object as YAML, keys sorted, "" for nil.
+// YAML returns the cleaned object as YAML, keys sorted, "" for nil, with
+// the runes a terminal acts on written as YAML escapes (render.JSONToYAML):
+// the lines of a diff are valid YAML that reads back as the object.
 func YAML(u *unstructured.Unstructured) (string, error) {
 	if u == nil {
 		return "", nil
@@ -43,47 +45,11 @@ func YAML(u *unstructured.Unstructured) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
-	b, err := yaml.JSONToYAML(EscapeC1(j))
+	b, err := render.JSONToYAML(j)
 	if err != nil {
 		return "", fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return string(b), nil
-}
-
-// EscapeC1 writes the C1 controls (U+0080 to U+009F) of JSON text as
-// escapes. JSON leaves them as they are, and the YAML reader that turns
-// JSON into YAML refuses them in its input: an object holding one, which
-// anyone who may write the object can put in a value, could not be shown.
-// Read from an escape, the YAML writer quotes and escapes them in turn.
-// They are only ever in strings: JSON's own syntax is ASCII.
-func EscapeC1(j []byte) []byte {
-	return EscapeRunes(j, func(r rune) bool { return r >= 0x80 && r <= 0x9f })
-}
-
-// EscapeRunes writes the runes of JSON text that escape reports as JSON
-// escapes: the same value, written otherwise. Only strings can hold a rune
-// past ASCII, so escape must report none of JSON's own syntax.
-func EscapeRunes(j []byte, escape func(rune) bool) []byte {
-	var out []byte
-	for i := 0; i < len(j); {
-		r, n := utf8.DecodeRune(j[i:])
-		if !escape(r) {
-			if out != nil {
-				out = append(out, j[i:i+n]...)
-			}
-			i += n
-			continue
-		}
-		if out == nil {
-			out = append(make([]byte, 0, len(j)+16), j[:i]...)
-		}
-		out = fmt.Appendf(out, `\u%04x`, r)
-		i += n
-	}
-	if out == nil {
-		return j
-	}
-	return out
 }
 
 // UnifiedDiff returns the unified diff (three lines of context) from

@@ -93,37 +93,31 @@ func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []man
 	return res, nil
 }
 
-// holdPrunes turns the prunes and releases of res into ActionHeld when one
-// of its first n objects, the manifest's, fails: the operator prunes
-// nothing in a reconcile in which anything failed, so that an object that
-// moved to another resource, or is only misspelt, is not deleted meanwhile.
-// A prune's own failure holds nothing: the operator goes on with the
-// others. With adoptOrphans, a conflict over another resource's object may
-// be an adoption, which the preview cannot tell without looking the owner
-// up: the message says both.
+// holdPrunes turns the prunes and releases of res into ActionHeld where
+// the operator would hold them back: a failing object of the manifest (a
+// conflict or a refusal) holds the prunes of its own kind and name, in any
+// namespace or group (apply.Confusable: it may be that object, moved), and
+// nothing else. n is the number of manifest objects at the head of
+// res.Objects; with spec.adoptOrphans, a conflict over another resource's
+// object may be an adoption the preview cannot confirm, which the message
+// says.
 func holdPrunes(res *Result, n int, adoptOrphans bool) {
-	failing, adoptable := "", true
-	for _, o := range res.Objects[:n] {
-		if o.Action == ActionConflict || o.Action == ActionError {
-			if failing == "" {
-				failing = o.Ref()
-			}
-			adoptable = adoptable && adoptOrphans && o.Action == ActionConflict && strings.HasPrefix(o.Message, markedAsAnother)
-		}
-	}
-	if failing == "" {
-		return
-	}
 	for i, o := range res.Objects[n:] {
 		if o.Action != ActionPrune && o.Action != ActionRelease {
 			continue
 		}
-		msg := fmt.Sprintf("left the manifest; it would be %s, but the operator prunes nothing while an object of the manifest fails (%s): it stays as it is until every object applies",
-			map[Action]string{ActionPrune: "deleted", ActionRelease: "released"}[o.Action], failing)
-		if adoptable {
-			msg += fmt.Sprintf(" (%s does once adopted, if its owner no longer exists)", failing)
+		for _, f := range res.Objects[:n] {
+			if f.Action != ActionConflict && f.Action != ActionError || !apply.Confusable(o.Kind, o.Name, f.Kind, f.Name) {
+				continue
+			}
+			msg := fmt.Sprintf("left the manifest; it would be %s, but an object of the same kind and name fails (%s), which may be this one moved: it stays as it is until that object applies",
+				map[Action]string{ActionPrune: "deleted", ActionRelease: "released"}[o.Action], f.Ref())
+			if adoptOrphans && f.Action == ActionConflict && strings.HasPrefix(f.Message, markedAsAnother) {
+				msg += fmt.Sprintf(" (%s does once adopted, if its owner no longer exists)", f.Ref())
+			}
+			res.Objects[n+i].Action, res.Objects[n+i].Diff, res.Objects[n+i].Message = ActionHeld, "", msg
+			break
 		}
-		res.Objects[n+i].Action, res.Objects[n+i].Diff, res.Objects[n+i].Message = ActionHeld, "", msg
 	}
 }
 

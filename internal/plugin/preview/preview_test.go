@@ -132,15 +132,16 @@ func TestNotOursNamesHandoverAndAdoption(t *testing.T) {
 	}
 }
 
-// The operator prunes nothing in a reconcile in which an object failed, so
-// the preview holds back the prunes and releases of a manifest with a
-// conflict or a refusal, and counts them apart.
+// A failing object holds back only the prunes of its own kind and name
+// (it may be that object, moved), as the operator does: the preview holds
+// those and counts them apart, and lets every other prune go ahead.
 func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
 	for _, failing := range []Action{ActionError, ActionConflict, ""} {
 		res := &Result{Resource: "ns/r", Objects: []Object{
-			{Kind: "ConfigMap", Namespace: "ns", Name: "bad", Action: ActionCreate},
+			{Kind: "ConfigMap", Namespace: "other", Name: "gone", Action: ActionCreate},
 			{Kind: "ConfigMap", Namespace: "ns", Name: "gone", Action: ActionPrune, Diff: "-data"},
 			{Kind: "ConfigMap", Namespace: "ns", Name: "kept", Action: ActionRelease},
+			{Kind: "Secret", Namespace: "ns", Name: "gone", Action: ActionPrune},
 			{Kind: "Namespace", Name: "n", Action: ActionKeep},
 			// A prune that cannot be previewed holds no other: the
 			// operator goes on with the rest.
@@ -150,18 +151,18 @@ func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
 			res.Objects[0].Action = failing
 		}
 		holdPrunes(res, 1, false)
-		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action, res.Objects[4].Action}
-		want := []Action{ActionHeld, ActionHeld, ActionKeep, ActionError}
+		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action, res.Objects[4].Action, res.Objects[5].Action}
+		want := []Action{ActionHeld, ActionRelease, ActionPrune, ActionKeep, ActionError}
 		if failing == "" {
-			want = []Action{ActionPrune, ActionRelease, ActionKeep, ActionError}
+			want = []Action{ActionPrune, ActionRelease, ActionPrune, ActionKeep, ActionError}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("with %q: actions %v, want %v", failing, got, want)
 		}
-		if failing != "" && (res.Objects[1].Diff != "" || !strings.Contains(res.Objects[1].Message, "ConfigMap ns/bad")) {
+		if failing != "" && (res.Objects[1].Diff != "" || !strings.Contains(res.Objects[1].Message, "ConfigMap other/gone")) {
 			t.Errorf("with %q: held prune %+v, want no diff and a message naming the failing object", failing, res.Objects[1])
 		}
-		if failing != "" && !strings.Contains(Summary(res), "2 held back") {
+		if failing != "" && !strings.Contains(Summary(res), "1 held back") {
 			t.Errorf("with %q: summary %q", failing, Summary(res))
 		}
 	}
@@ -188,7 +189,7 @@ func TestNotOursRefusesACopyCarryingThisResourcesMarks(t *testing.T) {
 func TestAHeldPruneSaysAnAdoptionWouldFreeIt(t *testing.T) {
 	res := &Result{Objects: []Object{
 		{Kind: "ConfigMap", Namespace: "ns", Name: "leftover", Action: ActionConflict, Message: markedAsAnother + "ns/gone: ..."},
-		{Kind: "ConfigMap", Namespace: "ns", Name: "old", Action: ActionPrune},
+		{Kind: "ConfigMap", Namespace: "old", Name: "leftover", Action: ActionPrune},
 	}}
 	holdPrunes(res, 1, true)
 	if o := res.Objects[1]; o.Action != ActionHeld || !strings.Contains(o.Message, "once adopted") {

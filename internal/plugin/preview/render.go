@@ -86,7 +86,7 @@ func Summary(r *Result) string {
 		{ActionPrune, "to prune"},
 		{ActionRelease, "to release"},
 		{ActionKeep, "kept (prune refused)"},
-		{ActionHeld, "held back (another object fails)"},
+		{ActionHeld, "held back (same kind and name fails)"},
 		{ActionConflict, "in conflict"},
 		{ActionError, "refused by the API server"},
 		{ActionIgnore, "ignored"},

@@ -22,9 +22,9 @@ const (
 	// it (a Namespace or CRD without spec.pruneNamespacesAndCRDs).
 	ActionKeep Action = "keep"
 	// ActionHeld: the object left the manifest and would be pruned or
-	// released, but another object of the manifest fails (a conflict, a
-	// refusal), and the operator prunes nothing in a reconcile in which
-	// anything failed: it stays as it is until every object applies.
+	// released, but an object of the manifest of the same kind and name
+	// fails (a conflict, a refusal): it may be this one moved, so the
+	// operator holds this prune back until that object applies.
 	ActionHeld Action = "held"
 	// ActionConflict: the object exists and is not this resource's; the
 	// operator would not take it over.

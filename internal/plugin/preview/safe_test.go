@@ -25,7 +25,7 @@ func checkTerminal(t *testing.T, what, out string) {
 	t.Helper()
 	plain := strings.NewReplacer(red, "", green, "", cyan, "", bold, "", reset, "").Replace(out)
 	for _, r := range plain {
-		if (unicode.IsControl(r) && r != '\n' && r != '\t') || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') {
+		if (unicode.IsControl(r) && r != '\n' && r != '\t') || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
 			t.Errorf("%s prints %U:\n%q", what, r, out)
 			return
 		}
@@ -54,18 +54,18 @@ func TestRenderKeepsHostileTextOffTheTerminal(t *testing.T) {
 	after := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "r", "annotations": map[string]any{"note": "x\u202egnp.exe"}}, "data": map[string]any{"k": "v\x1b[2J\r"}}}
 	// The lines of a diff are the objects' YAML, which writes the control
-	// characters of a value as escapes, the C1 ones too; it leaves a
-	// bidirectional override, for Render.
+	// characters, the format characters and the separators of a value as
+	// escapes of a double-quoted scalar: valid YAML, the value unchanged.
 	next, err := YAML(after)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(next, `k: "v\e[2J\r"`) || !strings.Contains(next, "note: x\u202egnp.exe") {
+	if !strings.Contains(next, `k: "v\u001b[2J\u000d"`) || !strings.Contains(next, `note: "x\u202egnp.exe"`) {
 		t.Errorf("YAML does not write what the test is about:\n%q", next)
 	}
 	// An object with a C1 control in a value used to be shown as refused
 	// by the API server: the YAML reader refused it.
-	if y, err := YAML(&unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "b\u009b31m\u0085"}}}); err != nil || y != "data:\n  k: \"b\\x9B31m\\N\"\n" {
+	if y, err := YAML(&unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "b\u009b31m\u0085"}}}); err != nil || y != "data:\n  k: \"b\\u009b31m\\u0085\"\n" {
 		t.Errorf("YAML of a C1 control: %q, %v; want it escaped", y, err)
 	}
 	checkTerminal(t, "the label", label("live", role))

@@ -10,5 +10,8 @@
 // It is pure: every function takes the objects and the current time and
 // writes text, so that it is tested without a cluster. The structured
 // forms behind the text (Tree, Explanation) are what -o json and -o yaml
-// print.
+// print. Safe (safe.go) escapes, in the text, every rune of what the
+// cluster sent that a terminal would act on; EscapeJSON and JSONToYAML
+// (structured.go) do the same in JSON and YAML, as escapes of their own
+// syntax, so that the output still reads back as the value.
 package render

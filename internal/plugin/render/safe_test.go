@@ -27,13 +27,13 @@ func isBidi(r rune) bool {
 }
 
 // checkTerminal fails t if out, without the colours the renderers add,
-// holds a control character other than '\n' and '\t', or a bidirectional
-// override.
+// holds a control character other than '\n' and '\t', a format
+// character (such as a bidirectional override) or a separator.
 func checkTerminal(t *testing.T, what, out string) {
 	t.Helper()
 	plain := strings.NewReplacer(red, "", green, "", yellow, "", bold, "", reset, "").Replace(out)
 	for _, r := range plain {
-		if (unicode.IsControl(r) && r != '\n' && r != '\t') || isBidi(r) {
+		if (unicode.IsControl(r) && r != '\n' && r != '\t') || isBidi(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
 			t.Errorf("%s prints %U:\n%q", what, r, out)
 			return
 		}
@@ -42,16 +42,21 @@ func checkTerminal(t *testing.T, what, out string) {
 
 func TestSafe(t *testing.T) {
 	tests := []struct{ in, safe, text, oneLine string }{
-		{hostile, "a?]0;x??[2J?b?31m?gnp.exe", "a?]0;x??[2J?b?31m?gnp.exe", "a?]0;x??[2J b?31m?gnp.exe"},
-		{"ConfigMap team-a/web: Grüße, 世界 ✓", "ConfigMap team-a/web: Grüße, 世界 ✓", "ConfigMap team-a/web: Grüße, 世界 ✓", "ConfigMap team-a/web: Grüße, 世界 ✓"},
-		{"two\tcells\nlines\r\n", "two?cells?lines??", "two\tcells\nlines?\n", "two cells lines"},
-		{"del\x7f nul\x00 bel\a", "del? nul? bel?", "del? nul? bel?", "del? nul? bel?"},
-		{"c1 \u0080\u0085\u009b\u009f", "c1 ????", "c1 ????", "c1 ? ??"},
-		{"bidi \u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c", "bidi ????????????", "bidi ????????????", "bidi ????????????"},
-		{"invisible \u200bx\ufeff \u00ad", "invisible ?x? ?", "invisible ?x? ?", "invisible ?x? ?"},
-		{"separators a\u2028b\u2029c", "separators a?b?c", "separators a?b?c", "separators a b c"},
+		{hostile, `a\x1b]0;x\a\x1b[2J\rb\u009b31m\u202egnp.exe`, `a\x1b]0;x\a\x1b[2J\rb\u009b31m\u202egnp.exe`, `a\x1b]0;x\a\x1b[2J b\u009b31m\u202egnp.exe`},
+		{"ConfigMap team-a/web: Grüße, 世界 ✓ C:\\x", "ConfigMap team-a/web: Grüße, 世界 ✓ C:\\x", "ConfigMap team-a/web: Grüße, 世界 ✓ C:\\x", "ConfigMap team-a/web: Grüße, 世界 ✓ C:\\x"},
+		{"two\tcells\nlines\r\n", `two\tcells\nlines\r\n`, "two\tcells\nlines\\r\n", "two cells lines"},
+		{"del\x7f nul\x00 bel\a", `del\x7f nul\x00 bel\a`, `del\x7f nul\x00 bel\a`, `del\x7f nul\x00 bel\a`},
+		// U+0085 is white space too: OneLine makes it a space.
+		{"c1 \u0080\u0085\u009b\u009f", `c1 \u0080\u0085\u009b\u009f`, `c1 \u0080\u0085\u009b\u009f`, `c1 \u0080 \u009b\u009f`},
+		{"bidi \u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c",
+			`bidi \u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c`,
+			`bidi \u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c`,
+			`bidi \u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c`},
+		{"invisible \u200bx\u200c\u200d\u2060\ufeff \u00ad\U000e0001", `invisible \u200bx\u200c\u200d\u2060\ufeff \u00ad\U000e0001`,
+			`invisible \u200bx\u200c\u200d\u2060\ufeff \u00ad\U000e0001`, `invisible \u200bx\u200c\u200d\u2060\ufeff \u00ad\U000e0001`},
+		{"separators a\u2028b\u2029c", `separators a\u2028b\u2029c`, `separators a\u2028b\u2029c`, "separators a b c"},
 		// An 8-bit C1 CSI, not UTF-8.
-		{"raw \x9b31m", "raw \ufffd31m", "raw \ufffd31m", "raw \ufffd31m"},
+		{"raw \x9b31m", `raw \x9b31m`, `raw \x9b31m`, `raw \x9b31m`},
 	}
 	for _, tc := range tests {
 		if got := Safe(tc.in); got != tc.safe {

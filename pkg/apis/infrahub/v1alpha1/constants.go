@@ -163,6 +163,15 @@ const (
 	// --max-informers-per-cluster, --max-informers); the message names the
 	// bound and its number.
 	ReasonTooManyKinds = "TooManyKinds"
+	// ReasonPruneHeld: objects that left the manifest were not pruned
+	// because an object of the same kind and name fails (it may be one of
+	// them, moved), or a failure leaves the manifest's objects unknown.
+	// The Event of this reason, and the Ready message, name them.
+	ReasonPruneHeld = "PruneHeld"
+	// ReasonImmutableSet: someone other than Vidra made a ConfigMap or
+	// Secret Vidra owns immutable, which its manifest does not ask; with
+	// spec.force it is recreated, else reported naming the field manager.
+	ReasonImmutableSet = "ImmutableSet"
 )
 
 // ResourcePlural is the resource name of VidraResources in API paths, for

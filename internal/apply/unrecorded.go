@@ -1,0 +1,164 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package apply
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
+)
+
+// The inventory (status.managedResources) is what prunes and the cleanup
+// of a deleted resource go by, and it is written after the objects: a
+// status write that fails (a conflict, the size limit, the operator killed
+// between the two) would forget an object just created, which a later
+// manifest that drops it would then never prune. So the inventory a pass
+// starts from is a superset of what was written to the cluster:
+//
+//   - the entries of the passes since the last status write that
+//     succeeded, held in memory per resource (unrecorded), and
+//   - once per resource and process, and at each change of its spec, the
+//     cached objects of the kinds the pass watches that carry the
+//     resource's owner-uid label and Vidra's apply, in the namespaces its
+//     manifest or inventory names: what a process killed before its status
+//     write left, which no memory holds.
+//
+// The extra entries go through the prune's usual checks (the live object's
+// owner-uid label and Vidra's apply), so an object that merely carries a
+// copy of the marks is left alone.
+
+// maxUnrecorded bounds the entries remembered per resource between a
+// status write that failed and the next that succeeds: an inventory is
+// bounded by the manifest's objects (1,000) and what it keeps of earlier
+// ones, and a pass prunes the extra entries it does not keep. Past it the
+// oldest go first, and the cache search of a restarted process is what
+// finds them.
+const maxUnrecorded = 2000
+
+// withUnrecorded returns inventory and the entries of earlier passes on
+// cluster that no status write has recorded yet, those last.
+func (st *resourceState) withUnrecorded(inventory []v1alpha1.ManagedResource, cluster string) []v1alpha1.ManagedResource {
+	if len(st.unrecorded) == 0 || st.unrecordedCluster != cluster {
+		// A copy all the same: callers append to it.
+		return slices.Clone(inventory)
+	}
+	have := inventorySet(inventory)
+	out := slices.Clone(inventory)
+	for _, m := range st.unrecorded {
+		if !have[inventoryKey(m)] {
+			out = append(out, m)
+			have[inventoryKey(m)] = true
+		}
+	}
+	return out
+}
+
+// rememberInventory keeps the entries of the inventory a pass leaves that
+// the resource's status does not hold yet, until a status write records
+// them (Recorded).
+func (st *resourceState) rememberInventory(recorded, inventory []v1alpha1.ManagedResource, cluster string) {
+	have := inventorySet(recorded)
+	var out []v1alpha1.ManagedResource
+	for _, m := range inventory {
+		if !have[inventoryKey(m)] {
+			out = append(out, m)
+		}
+	}
+	if len(out) > maxUnrecorded {
+		out = out[len(out)-maxUnrecorded:]
+	}
+	st.unrecorded, st.unrecordedCluster = out, cluster
+}
+
+// Recorded tells the engine that the status holding pass's inventory was
+// written (or already held it): the entries it remembered for want of a
+// status write are in the inventory now.
+func (e *Engine) Recorded(pass *Pass) {
+	if len(pass.st.unrecorded) == 0 {
+		return
+	}
+	written := inventorySet(pass.Out.Inventory)
+	pass.st.unrecorded = slices.DeleteFunc(pass.st.unrecorded, func(m v1alpha1.ManagedResource) bool { return written[inventoryKey(m)] })
+}
+
+// unrecordedOf returns what the engine remembers of vr's objects that its
+// status does not record, for its cleanup.
+func (e *Engine) unrecordedOf(vr *v1alpha1.VidraResource) []v1alpha1.ManagedResource {
+	return slices.Clone(e.stateFor(cache.MetaObjectToName(vr), vr.UID).unrecorded)
+}
+
+// findUnrecorded searches the caches of the kinds of objs, once per
+// resource and process and at each change of its spec, for objects carrying the resource's owner-uid
+// label and Vidra's apply that neither the manifest (desired) nor the
+// inventory (have) names, in the namespaces those name (and cluster-wide
+// for cluster-scoped kinds): what a process killed between an apply and
+// its status write created and forgot. A cache that cannot answer yet
+// leaves the search for the next pass.
+func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned, desired, have map[ObjectKey]bool) []v1alpha1.ManagedResource {
+	// Once per process, and again whenever the spec changed: only a
+	// changed manifest makes an object leave it, and a status that lost
+	// entries (written over, or restored from a backup) is found then.
+	if pass.st.searched && pass.VR.Generation == pass.VR.Status.ObservedGeneration {
+		return nil
+	}
+	namespaces := map[string]bool{}
+	for k := range desired {
+		namespaces[k.namespace] = true
+	}
+	for k := range have {
+		namespaces[k.namespace] = true
+	}
+	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(pass.VR.UID)})
+	var found []v1alpha1.ManagedResource
+	seen := map[watchregistry.Ref]bool{}
+	complete := true
+	for _, p := range objs {
+		if p.gvr.Empty() {
+			continue
+		}
+		ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		scopes := []string{""}
+		if p.obj.GetNamespace() != "" {
+			scopes = slices.Sorted(func(yield func(string) bool) {
+				for ns := range namespaces {
+					if ns != "" && !yield(ns) {
+						return
+					}
+				}
+			})
+		}
+		for _, ns := range scopes {
+			list, err := e.registry.List(ref, ns, owned)
+			if errors.Is(err, watchregistry.ErrNotSynced) && e.waitListed(ctx, ref) {
+				list, err = e.registry.List(ref, ns, owned)
+			}
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("Looking for objects missing from the inventory failed; trying again next reconcile", "gvr", p.gvr.String(), "err", err.Error())
+				complete = false
+				break
+			}
+			for _, u := range list {
+				k := keyOf(u)
+				if desired[k] || have[k] || !AppliedByVidra(u.GetManagedFields()) {
+					continue
+				}
+				have[k] = true
+				found = append(found, managedResource(u))
+			}
+		}
+	}
+	pass.st.searched = complete
+	return found
+}
