@@ -33,6 +33,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/operator"
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/pkg/controller"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
@@ -54,6 +55,7 @@ type flags struct {
 	logLevel              string
 	logFormat             string
 	linger                time.Duration
+	informers             watchregistry.InformerBudget
 	metricsAddr           string
 	metricsSecure         bool
 	metricsCertDir        string
@@ -101,6 +103,9 @@ func main() {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; a number N logs klog verbosity N")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
 	fs.DurationVar(&f.linger, "informer-linger", watchregistry.DefaultLinger, "how long an informer no resource needs keeps running before it stops")
+	fs.IntVar(&f.informers.PerTenant, "max-informers-per-namespace", controller.DefaultInformerBudget.PerTenant, "the most kinds the VidraResources of one namespace have Vidra watch (one informer per kind and cluster, each namespace charged for every one it needs, shared or not); past it a resource fails with TooManyKinds")
+	fs.IntVar(&f.informers.PerCluster, "max-informers-per-cluster", controller.DefaultInformerBudget.PerCluster, "the most informers (kinds watched) Vidra runs for one destination cluster; past it a resource that needs another fails with TooManyKinds")
+	fs.IntVar(&f.informers.Total, "max-informers", controller.DefaultInformerBudget.Total, "the most informers (kinds watched, on every cluster) Vidra runs in all; past it a resource that needs another fails with TooManyKinds")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over TLS, only to requests with a bearer token whose identity may get the non-resource URL /metrics (checked with a TokenReview and a SubjectAccessReview); the install turns it on")
 	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for --metrics-secure (e.g. a cert-manager Secret), read again when they change; empty means a self-signed certificate generated at start")
@@ -166,6 +171,10 @@ func run(ctx context.Context, f flags) error {
 	if err != nil || nsCacheSize.Value() <= 0 {
 		return fmt.Errorf("--namespace-cache-size %q: must be a positive quantity such as 64Mi", f.namespaceCacheSize)
 	}
+	if f.informers.PerTenant <= 0 || f.informers.PerCluster <= 0 || f.informers.Total <= 0 {
+		return fmt.Errorf("--max-informers-per-namespace %d, --max-informers-per-cluster %d, --max-informers %d: each must be positive",
+			f.informers.PerTenant, f.informers.PerCluster, f.informers.Total)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -220,6 +229,7 @@ func run(ctx context.Context, f flags) error {
 		Workers:             f.workers,
 		ReconcileTimeout:    f.reconcileTimeout,
 		Linger:              f.linger,
+		Informers:           f.informers,
 	})
 	if err != nil {
 		return err

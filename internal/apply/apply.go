@@ -154,6 +154,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Fail(v1alpha1.ReasonManifestTooLarge, false, err)
 		return
 	}
+	if oe := checkManifestKinds(resolved, e.registry.Informers().PerTenant); oe != nil {
+		pass.Out.Errs = append(pass.Out.Errs, oe)
+		return
+	}
 	manifest.Sort(resolved)
 
 	var stage0, stage1, crds []*planned
@@ -195,7 +199,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	if !outOfTime() {
 		e.mapAll(pass, stage1, false)
 	}
-	e.track(ctx, pass, all)
+	// The kinds the inventory holds are watched before anything is
+	// applied, so that the pass reads them from caches; the rest once the
+	// pass knows which it wrote.
+	_ = e.track(ctx, pass, all, heldByInventory)
 	visited += e.applyStage(ctx, pass, mapped(stage0))
 	if !outOfTime() {
 		if oe := e.waitEstablished(ctx, pass, crds); oe != nil {
@@ -204,9 +211,12 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	}
 	if len(mapped(stage1)) < len(stage1) && !outOfTime() {
 		e.mapAll(pass, stage1, true)
-		e.track(ctx, pass, all)
 	}
 	visited += e.applyStage(ctx, pass, mapped(stage1))
+	if oe := tooManyKinds(e.track(ctx, pass, all, watchNeeded)); oe != nil {
+		// First: the reason of the Ready condition and of the Event.
+		pass.Out.Errs = append([]*ObjectError{oe}, pass.Out.Errs...)
+	}
 
 	// Objects a killed process created and never recorded: pruned below
 	// when the manifest no longer declares them.
@@ -293,7 +303,7 @@ func (e *Engine) AllCached(ctx context.Context, pass *Pass) bool {
 		return false
 	}
 	// The refs the reconcile tracks too: their informers start now.
-	e.track(ctx, pass, all)
+	_ = e.track(ctx, pass, all, heldByInventory)
 	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(vr.UID)})
 	for _, p := range all {
 		ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
@@ -474,9 +484,11 @@ func mapped(objs []*planned) []*planned {
 }
 
 // track tells the watch registry which resources this VidraResource needs
-// watched. Informers are cluster-wide and label-scoped: one per type serves
-// every resource, however many namespaces they write to.
-func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned) {
+// watched: those of the objects needs selects (see watchNeeded). Informers
+// are cluster-wide and label-scoped: one per type serves every resource,
+// however many namespaces they write to. It returns the registry's refusal,
+// which is also logged.
+func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs func(*planned) bool) error {
 	seen := map[schema.GroupVersionResource]bool{}
 	var refs []watchregistry.Ref
 	objects := make(map[WatchedObject]bool, len(objs))
@@ -485,7 +497,7 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned) {
 			continue
 		}
 		objects[WatchedObject{GVR: p.gvr, Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()}] = true
-		if seen[p.gvr] {
+		if seen[p.gvr] || !needs(p) {
 			continue
 		}
 		seen[p.gvr] = true
@@ -498,9 +510,10 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned) {
 	e.mu.Unlock()
 	if err := e.registry.Track(pass.key, refs); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
-		return
+		return err
 	}
 	e.mu.Lock()
 	pass.st.watched, pass.st.watchedKnown = pass.Target.Cluster, true
 	e.mu.Unlock()
+	return nil
 }

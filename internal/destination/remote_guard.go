@@ -712,7 +712,7 @@ func (t *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 			if t.failed != nil {
 				t.failed(err)
 			}
-			return nil, err
+			return nil, &refusedWatch{err: err}
 		}
 		resp.Body = b
 		return resp, nil

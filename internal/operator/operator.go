@@ -36,6 +36,7 @@ import (
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	vidrascheme "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/scheme"
 	"github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
 // Defaults of Options, which the command's flags show too.
@@ -77,6 +78,9 @@ type Options struct {
 	ReconcileTimeout time.Duration
 	// Linger is how long an informer nobody needs keeps running.
 	Linger time.Duration
+	// Informers bounds the informers of managed objects per namespace, per
+	// cluster and in all; zero fields mean controller.DefaultInformerBudget.
+	Informers watchregistry.InformerBudget
 	// OnReconcile is passed to the controller (see controller.Options).
 	OnReconcile func(key cache.ObjectName, trigger controller.Trigger, result string)
 	// Metrics receives every metric of the operator and serves /metrics;
@@ -284,6 +288,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			Registerer:                      opts.Metrics,
 			QueueMetrics:                    newQueueMetrics(opts.Metrics),
 			Linger:                          opts.Linger,
+			Informers:                       opts.Informers,
 			ReconcileTimeout:                opts.ReconcileTimeout,
 			OnReconcile:                     opts.OnReconcile,
 			PartialView:                     opts.WatchNamespace != "" || opts.ShardSelector != "",

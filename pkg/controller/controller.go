@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,11 @@ type Options struct {
 	// Linger is how long an informer nobody needs keeps running; zero means
 	// watchregistry.DefaultLinger.
 	Linger time.Duration
+	// Informers bounds the informers of the managed objects: per namespace
+	// of the resources that need them (PerTenant), per destination
+	// cluster and in all. A zero field means its default
+	// (DefaultInformerBudget).
+	Informers watchregistry.InformerBudget
 	// OnReconcile, if set, is called after every reconcile with its key,
 	// trigger and result ("success", "error", "conflict"); tests count
 	// reconciles with it.
@@ -191,6 +197,16 @@ type Controller struct {
 	budgets *cachecharge.Budgets
 }
 
+// DefaultInformerBudget is the default of Options.Informers. An informer
+// of a kind costs some 100 KiB and ten goroutines however few objects it
+// caches (a thousand kinds of a tenant's server took 116 MiB and 10,000
+// goroutines). A namespace's resources rarely declare more than a few dozen
+// kinds (Argo CD's whole install, some 15): 64 is room for four times that.
+// A cluster with every built-in kind and some 190 CRDs fits in 256. 1,024
+// informers take some 120 MiB at most, half the install's memory limit, and
+// serve sixteen namespaces at their bound, or four clusters at theirs.
+var DefaultInformerBudget = watchregistry.InformerBudget{PerTenant: 64, PerCluster: 256, Total: 1024}
+
 // DefaultReconcileTimeout is the default of Options.ReconcileTimeout. A
 // reconcile of thousands of objects on a cluster that answers in
 // milliseconds takes seconds; a minute is room for that, for a CRD to be
@@ -226,6 +242,9 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if opts.CacheBudgets == nil {
 		opts.CacheBudgets = cachecharge.NewBudgets(0)
 	}
+	opts.Informers.PerTenant = cmp.Or(opts.Informers.PerTenant, DefaultInformerBudget.PerTenant)
+	opts.Informers.PerCluster = cmp.Or(opts.Informers.PerCluster, DefaultInformerBudget.PerCluster)
+	opts.Informers.Total = cmp.Or(opts.Informers.Total, DefaultInformerBudget.Total)
 	fair := newFairQueue()
 	queue, limiter := newQueue(fair, opts)
 	c := &Controller{
@@ -261,10 +280,14 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		},
 		// Only what an owner declares is held in full, charged to its
 		// namespace; the rest is a stub.
-		Charge:  c.charge,
-		Linger:  opts.Linger,
-		Map:     c.ownerOf,
-		Enqueue: c.wake,
+		Charge: c.charge,
+		Linger: opts.Linger,
+		// A namespace is charged for the kinds its resources need
+		// watched, shared with other namespaces or not.
+		Informers: opts.Informers,
+		Tenant:    func(key cache.ObjectName) string { return key.Namespace },
+		Map:       c.ownerOf,
+		Enqueue:   c.wake,
 		// Status-only updates wake the owner only when the object's health
 		// changes: a Deployment's status churns without that.
 		WakeDigest: health.Digest,

@@ -751,10 +751,12 @@ func TestSyncDecisions(t *testing.T) {
 				},
 				deployState: v1alpha1.DeployStateFailed, readyMessage: "exists and is not managed by Vidra",
 			},
-			wantEvents:   []string{"Warning Conflict ConfigMap vidra-system/app (document 1): exists and is not managed by Vidra"},
-			wantResult:   syncResult{requeueAfter: syncInterval, requeueTrigger: TriggerInterval, conflict: true},
-			wantErr:      retry,
-			wantWatching: true,
+			wantEvents: []string{"Warning Conflict ConfigMap vidra-system/app (document 1): exists and is not managed by Vidra"},
+			wantResult: syncResult{requeueAfter: syncInterval, requeueTrigger: TriggerInterval, conflict: true},
+			wantErr:    retry,
+			// Nothing of its kind was written, and the inventory holds
+			// none: no informer starts for it.
+			wantWatching: false,
 		},
 		{
 			name: "an apply the API server fails is reported as Running and retried with backoff",
@@ -773,10 +775,11 @@ func TestSyncDecisions(t *testing.T) {
 				},
 				deployState: v1alpha1.DeployStateRunning, readyMessage: "etcd leader changed",
 			},
-			wantEvents:   []string{"Warning ApplyFailed ConfigMap vidra-system/app (document 1): "},
-			wantResult:   interval,
-			wantErr:      retry,
-			wantWatching: true,
+			wantEvents: []string{"Warning ApplyFailed ConfigMap vidra-system/app (document 1): "},
+			wantResult: interval,
+			wantErr:    retry,
+			// Its only apply failed: no informer starts for its kind.
+			wantWatching: false,
 		},
 		{
 			name:           "a status write that lost a race is returned as a conflict, to be retried",

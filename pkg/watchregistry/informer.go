@@ -5,6 +5,7 @@ package watchregistry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -71,6 +72,11 @@ type entry[K comparable] struct {
 	// retried, zero when it is not.
 	attempts int
 	retryAt  time.Time
+	// refusals counts the consecutive refusals of the ref's informers by
+	// their client (StateRefused), for refusedUntil: when Track may start
+	// a fresh one.
+	refusals     int
+	refusedUntil time.Time
 
 	// The owners collected from the initial list, enqueued once synced.
 	initMu   sync.Mutex
@@ -190,6 +196,9 @@ func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *ent
 		e.lastFailure = prev.state
 		e.notified = owned(prev.notified)
 		e.attempts = prev.attempts
+	}
+	if prev != nil && prev.state == StateRefused {
+		e.refusals = prev.refusals
 	}
 	return e
 }
@@ -526,6 +535,9 @@ func (r *Registry[K]) takeOverLocked(wide *entry[K], wake map[K]struct{}) {
 func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 	var st State
 	switch {
+	case errors.Is(err, ErrRefused):
+		// The client's own refusal: a reflector would retry it forever.
+		st = StateRefused
 	case apierrors.IsForbidden(err):
 		st = StateForbidden
 	case apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
@@ -541,7 +553,12 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 		r.mu.Unlock()
 		return
 	}
-	e.stopLocked(st, &StateError{Ref: e.ref, State: st, Err: err})
+	var hold time.Duration
+	if st == StateRefused {
+		hold = r.refuseLocked(e, err)
+	} else {
+		e.stopLocked(st, &StateError{Ref: e.ref, State: st, Err: err})
+	}
 	tell := e.notices(func(k K) bool {
 		_, told := e.notified[k]
 		return st == e.lastFailure && told
@@ -553,6 +570,9 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 		delete(r.entries, e.ref)
 	} else if r.retryFailed && !r.closed {
 		retryIn = r.backoff(e.attempts)
+		if st == StateRefused {
+			retryIn = hold
+		}
 		e.retryAt = r.clock.Now().Add(retryIn)
 		r.wake()
 	}

@@ -156,6 +156,15 @@ type Options[K comparable] struct {
 	// MetricsNamespace prefixes the Prometheus metric names; "" means
 	// "watchregistry".
 	MetricsNamespace string
+	// Informers bounds the informers the registry runs, per tenant, per
+	// cluster and in all (see InformerBudget); the zero value bounds
+	// nothing.
+	Informers InformerBudget
+	// Tenant names the tenant an owner is charged to for
+	// Informers.PerTenant, such as the namespace of a namespaced custom
+	// resource. Nil leaves PerTenant off. It is called under the
+	// registry's lock and must be quick and must not call the registry.
+	Tenant func(K) string
 }
 
 // Registry owns the lifecycle of dynamic (or metadata) informers for owners
@@ -193,6 +202,8 @@ type Registry[K comparable] struct {
 	isNamespaced      func(string, schema.GroupVersionResource) (bool, error)
 	retryFailed       bool
 	retryMaxDelay     time.Duration
+	informerBudget    InformerBudget
+	tenant            func(K) string
 	clock             clock.WithTicker
 	// epoch is the origin of packed.received, the receipt time of an event.
 	epoch time.Time
@@ -227,6 +238,10 @@ type Registry[K comparable] struct {
 	// a ref share its entry.
 	bound  map[Ref]*entry[K]
 	owners map[K]map[Ref]struct{}
+	// tenants holds, by tenant (Options.Tenant), the refs its owners
+	// track, each with the number of its owners that do: what
+	// Options.Informers.PerTenant bounds.
+	tenants map[string]map[Ref]int
 	// changed is closed, and replaced, whenever an entry changes state, to
 	// wake WaitForSync.
 	changed chan struct{}
@@ -298,6 +313,8 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		isNamespaced:      opts.IsNamespaced,
 		retryFailed:       opts.RetryFailed,
 		retryMaxDelay:     opts.RetryMaxDelay,
+		informerBudget:    opts.Informers,
+		tenant:            opts.Tenant,
 		clock:             opts.Clock,
 		log:               opts.Logger,
 		kick:              make(chan struct{}, 1),
@@ -306,6 +323,7 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 		entries:           map[Ref]*entry[K]{},
 		bound:             map[Ref]*entry[K]{},
 		owners:            map[K]map[Ref]struct{}{},
+		tenants:           map[string]map[Ref]int{},
 		changed:           make(chan struct{}),
 		holds:             map[string]*budgetHold{},
 	}
@@ -518,6 +536,11 @@ func (r *Registry[K]) retryDue(now time.Time) time.Time {
 			// Its cluster went over its budget since: no list before the
 			// hold ends.
 			e.retryAt = h.until
+		}
+		if !now.Before(e.retryAt) && !r.retryRoomLocked(ref.Cluster) {
+			// No room within Options.Informers: another try later.
+			e.attempts++
+			e.retryAt = now.Add(r.backoff(e.attempts))
 		}
 		if now.Before(e.retryAt) {
 			next = earliest(next, e.retryAt)
@@ -823,6 +846,15 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 	if r.closed {
 		return fmt.Errorf("track for owner %v: registry has shut down: %w", owner, ErrStopped)
 	}
+	now := r.clock.Now()
+	for ref := range want {
+		if _, ok := r.clusters[ref.Cluster]; !ok {
+			return fmt.Errorf("track %s for owner %v: unknown cluster %q (add it with SetCluster)", ref, owner, ref.Cluster)
+		}
+	}
+	if err := r.admitLocked(owner, want, now); err != nil {
+		return fmt.Errorf("track for owner %v: %w", owner, err)
+	}
 	// Resolve every ref before changing anything, so that a failing Track
 	// leaves the owner's set as it was. All-namespaces refs come first, so
 	// that a namespaced ref tracked with them is served by their informer.
@@ -845,7 +877,12 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		if prev == nil {
 			prev = r.entries[ref]
 		}
-		if h, held := r.heldLocked(ref.Cluster, r.clock.Now()); held {
+		if e := r.refusedLocked(ref, now); e != nil {
+			// Its client refused it: not again before its hold ends.
+			plan[ref] = e
+			continue
+		}
+		if h, held := r.heldLocked(ref.Cluster, now); held {
 			// Its cluster went over its budget: no list before the hold
 			// ends, however often its owners track it.
 			if prev == nil || prev.state != StateOverBudget {
@@ -893,6 +930,7 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 			r.releaseLocked(owner, ref)
 		}
 	}
+	r.chargeTenantLocked(owner, r.owners[owner], want)
 	if len(want) == 0 {
 		delete(r.owners, owner)
 	} else {
@@ -1019,6 +1057,7 @@ func (r *Registry[K]) Forget(owner K) {
 	for ref := range r.owners[owner] {
 		r.releaseLocked(owner, ref)
 	}
+	r.chargeTenantLocked(owner, r.owners[owner], nil)
 	delete(r.owners, owner)
 	r.log.V(2).Info("Forgotten", "owner", owner)
 }

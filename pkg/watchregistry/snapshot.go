@@ -67,6 +67,9 @@ func (r *Registry[K]) snapshotLocked(ref Ref, e *entry[K]) RefSnapshot {
 	if h := r.holds[e.ref.Cluster]; h != nil && e.state == StateOverBudget {
 		heldUntil = h.until
 	}
+	if e.state == StateRefused {
+		heldUntil = e.refusedUntil
+	}
 	return RefSnapshot{
 		Ref:            ref,
 		ServedBy:       e.ref,

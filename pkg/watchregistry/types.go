@@ -135,6 +135,15 @@ const (
 	// Options.RetryFailed, the registry retries by itself; otherwise the
 	// next Track of the ref does.
 	StateOverBudget State = "OverBudget"
+	// StateRefused means the informer was stopped because its cluster's
+	// own client refused its list or watch (an error matching ErrRefused),
+	// such as a client that bounds the watches it holds open: retrying at
+	// once would be refused again, and a reflector retries forever. The
+	// ref's owners are told, and Track does not start it again before a
+	// hold has passed: 30 s, doubling with each consecutive refusal, up to
+	// Options.RetryMaxDelay. With Options.RetryFailed the registry retries
+	// by itself once the hold has passed.
+	StateRefused State = "Refused"
 	// StateNotTracked is reported for a ref nobody tracks and no informer
 	// lingers for.
 	StateNotTracked State = "NotTracked"
@@ -143,13 +152,13 @@ const (
 // failed reports the states whose informer has ended and must be replaced by
 // a fresh one when the ref is tracked again: informers are single-use.
 func (s State) failed() bool {
-	return s == StateForbidden || s == StateGone || s == StateStopped || s == StateOverBudget
+	return s == StateForbidden || s == StateGone || s == StateStopped || s == StateOverBudget || s == StateRefused
 }
 
 // retried reports the failures that a fresh informer may meet again, and
 // of which the owners are told only once (see entry.notified).
 func (s State) retried() bool {
-	return s == StateForbidden || s == StateGone || s == StateOverBudget
+	return s == StateForbidden || s == StateGone || s == StateOverBudget || s == StateRefused
 }
 
 // FilterReason says why an event was not delivered.
@@ -184,7 +193,7 @@ var (
 	receivedTypes = [...]EventType{EventAdded, EventUpdated, EventDeleted, EventInitialList, EventStateChanged}
 )
 
-var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped, StateOverBudget}
+var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, StateStopped, StateOverBudget, StateRefused}
 
 var (
 	// ErrNotSynced is returned by Get and List while the informer of a ref
@@ -212,19 +221,27 @@ var (
 	// informer was stopped because its cluster's caches went over their
 	// Budget; the error also wraps a *BudgetError.
 	ErrOverBudget = errors.New("over the object budget")
+	// ErrRefused is matched (errors.Is) by the error of a ref whose
+	// informer was stopped because its cluster's own client refused a list
+	// or watch (StateRefused). A client's RoundTripper makes the registry
+	// stop an informer rather than let it retry by returning an error
+	// whose Is matches ErrRefused.
+	ErrRefused = errors.New("refused by the cluster's client")
 )
 
 // StateError is the error of a ref whose informer ended: errors.Is matches
-// ErrForbidden, ErrGone, ErrStopped or ErrOverBudget by State, and errors.As
+// ErrForbidden, ErrGone, ErrStopped, ErrOverBudget or ErrRefused by State, and errors.As
 // or apierrors helpers (apierrors.IsForbidden, IsNotFound) see the API error
 // it wraps.
 type StateError struct {
 	// Ref is the ref whose informer ended.
 	Ref Ref
-	// State is StateForbidden, StateGone, StateStopped or StateOverBudget.
+	// State is StateForbidden, StateGone, StateStopped, StateOverBudget or
+	// StateRefused.
 	State State
-	// Err is the API error that ended the informer, or the *BudgetError of
-	// StateOverBudget; nil for StateStopped.
+	// Err is the API error that ended the informer, the *BudgetError of
+	// StateOverBudget, or the client's error of StateRefused; nil for
+	// StateStopped.
 	Err error
 }
 
@@ -251,6 +268,8 @@ func (e *StateError) sentinel() error {
 		return ErrGone
 	case StateOverBudget:
 		return ErrOverBudget
+	case StateRefused:
+		return ErrRefused
 	default:
 		return ErrStopped
 	}
@@ -284,7 +303,7 @@ type RefSnapshot struct {
 	// zero when no retry is scheduled.
 	NextRetry time.Time
 	// HeldUntil is, for a ref in StateOverBudget, when the hold of its
-	// cluster ends: no informer of the cluster starts before. Zero
-	// otherwise.
+	// cluster ends: no informer of the cluster starts before; for a ref in
+	// StateRefused, when Track may start it again. Zero otherwise.
 	HeldUntil time.Time
 }

@@ -164,6 +164,12 @@ const (
 	// a VidraResource that no longer exists; with spec.adoptOrphans this
 	// resource applied it and now manages it.
 	ReasonAdopted = "Adopted"
+	// ReasonTooManyKinds: watching the kinds of the resource's objects
+	// would take more informers than the operator runs for its namespace,
+	// for its destination cluster or in all (--max-informers-per-namespace,
+	// --max-informers-per-cluster, --max-informers); the message names the
+	// bound and its number.
+	ReasonTooManyKinds = "TooManyKinds"
 	// ReasonPruneHeld: objects that left the manifest were not pruned
 	// because an object of the same kind and name fails (it may be one of
 	// them, moved), or a failure leaves the manifest's objects unknown.
