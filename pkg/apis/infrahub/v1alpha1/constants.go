@@ -91,25 +91,29 @@ const (
 // Condition reasons. They are constant so that alerts and scripts can match
 // on them; the condition message carries the detail.
 const (
-	ReasonReconciled         = "Reconciled"
-	ReasonProgressing        = "Progressing"
-	ReasonSuspended          = "Suspended"
-	ReasonInvalidManifest    = "InvalidManifest"
-	ReasonUnknownKind        = "UnknownKind"
-	ReasonNamespaceNotFound  = "NamespaceNotFound"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonImmutableField     = "ImmutableField"
-	ReasonForbidden          = "Forbidden"
-	ReasonOwnedByOther       = "OwnedByOtherResource"
-	ReasonUnmanagedExists    = "UnmanagedObjectExists"
-	ReasonFieldConflict      = "FieldConflict"
-	ReasonNoConflict         = "NoConflict"
-	ReasonPruneFailed        = "PruneFailed"
-	ReasonDeleting           = "Deleting"
-	ReasonDestinationError   = "DestinationUnavailable"
-	ReasonManifestTooLarge   = "ManifestTooLarge"
-	ReasonWaitingForCRD      = "WaitingForCRD"
-	ReasonDependencyNotReady = "DependencyNotReady"
+	ReasonReconciled        = "Reconciled"
+	ReasonProgressing       = "Progressing"
+	ReasonSuspended         = "Suspended"
+	ReasonInvalidManifest   = "InvalidManifest"
+	ReasonUnknownKind       = "UnknownKind"
+	ReasonNamespaceNotFound = "NamespaceNotFound"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonImmutableField    = "ImmutableField"
+	ReasonForbidden         = "Forbidden"
+	ReasonOwnedByOther      = "OwnedByOtherResource"
+	ReasonUnmanagedExists   = "UnmanagedObjectExists"
+	ReasonFieldConflict     = "FieldConflict"
+	ReasonNoConflict        = "NoConflict"
+	ReasonPruneFailed       = "PruneFailed"
+	ReasonDeleting          = "Deleting"
+	ReasonDestinationError  = "DestinationUnavailable"
+	ReasonManifestTooLarge  = "ManifestTooLarge"
+	// ReasonManifestUnavailable: the manifest could not be read (the
+	// operator's cache holds none; it reads the resource when it needs
+	// it); retried with backoff.
+	ReasonManifestUnavailable = "ManifestUnavailable"
+	ReasonWaitingForCRD       = "WaitingForCRD"
+	ReasonDependencyNotReady  = "DependencyNotReady"
 	// ReasonReconcileTimeout: the reconcile ran out of its time
 	// (--reconcile-timeout) before it went through every object; it goes on
 	// with backoff.
