@@ -28,6 +28,11 @@ import (
 // that parses into more than a quarter of it is parsed again each time
 // rather than cached, so that one resource cannot take the cache from all
 // the others; it is also rate limited like every retry of its namespace.
+//
+// The bound is shared by every tenant: one tenant's large manifests can push
+// out the parses of others. That costs them, at their next reconcile, a
+// GET of their resource (the informer holds no manifest: StripManifest) and
+// a parse, never memory.
 const (
 	parseCacheSize  = 256
 	parseCacheBytes = 32 << 20
