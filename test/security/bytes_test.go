@@ -68,7 +68,7 @@ func paddedManifest(i int) string {
 func TestResourceCacheHoldsNoManifest(t *testing.T) {
 	const heapBudget = 30 << 20
 	ns := tenantNamespace(t)
-	drainOnCleanup(t, ns, 10*time.Minute)
+	drainOnCleanup(t, ns, 20*time.Minute)
 	serviceAccount(t, ns, "deployer", ns)
 
 	var before runtime.MemStats
