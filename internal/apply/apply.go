@@ -122,7 +122,11 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 
 	// The manifest's errors and spec.ignore's are reported together, so
 	// that fixing one does not reveal the other only on the next try.
-	objs, perrs := e.parsed.parse(pass.key, vr)
+	objs, perrs, err := e.manifests.objects(ctx, pass.key, vr)
+	if err != nil {
+		pass.Out.Fail(v1alpha1.ReasonManifestUnavailable, true, err)
+		return
+	}
 	rules, ierrs := compileIgnore(vr.Spec.Ignore)
 	switch vr.Spec.DriftPolicy {
 	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:

@@ -33,7 +33,9 @@ type Options struct {
 	// every write the engine makes so that it does not wake the writer.
 	Registry *watchregistry.Registry[cache.ObjectName]
 	// Owners and Vidra find the VidraResource an object's marks name: the
-	// cache first, the API server when the cache does not hold it.
+	// cache first, the API server when the cache does not hold it. Vidra
+	// also reads a resource's manifest, which the cache does not hold
+	// (StripManifest), when its parse is not cached.
 	Owners listers.VidraResourceLister
 	Vidra  versioned.Interface
 	// Resources reports whether a VidraResource of a UID exists in the
@@ -64,7 +66,7 @@ type Engine struct {
 	enqueue   func(cache.ObjectName)
 	metrics   *metrics
 	clock     clock.Clock
-	parsed    *parseCache
+	manifests *manifestSource
 
 	mu       sync.Mutex
 	states   map[cache.ObjectName]*resourceState
@@ -92,7 +94,7 @@ func New(opts Options) *Engine {
 		enqueue:   opts.Enqueue,
 		metrics:   newMetrics(opts.Registerer),
 		clock:     opts.Clock,
-		parsed:    newParseCache(),
+		manifests: &manifestSource{parsed: newParseCache(), vidra: opts.Vidra},
 		states:    map[cache.ObjectName]*resourceState{},
 		managers:  labelSet{max: maxManagerLabels},
 		kinds:     labelSet{max: maxKindLabels},
@@ -102,7 +104,7 @@ func New(opts Options) *Engine {
 // Forget drops everything the engine holds for a VidraResource that is
 // gone: what it applied, its claims, its parsed manifest.
 func (e *Engine) Forget(key cache.ObjectName) {
-	e.parsed.forget(key)
+	e.manifests.parsed.forget(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.states, key)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/manifest"
-	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
 // parseCacheSize and parseCacheBytes bound the parsed manifests kept between
@@ -29,23 +28,30 @@ import (
 // that parses into more than a quarter of it is parsed again each time
 // rather than cached, so that one resource cannot take the cache from all
 // the others; it is also rate limited like every retry of its namespace.
+//
+// The bound is shared by every tenant: one tenant's large manifests can push
+// out the parses of others. That costs them, at their next reconcile, a
+// GET of their resource (the informer holds no manifest: StripManifest) and
+// a parse, never memory.
 const (
 	parseCacheSize  = 256
 	parseCacheBytes = 32 << 20
 )
 
 type parsed struct {
-	key        cache.ObjectName
-	uid        types.UID
-	generation int64
-	objects    []manifest.Object
-	errs       manifest.ErrorList
-	bytes      int
+	key     cache.ObjectName
+	uid     types.UID
+	sum     manifestSum
+	objects []manifest.Object
+	errs    manifest.ErrorList
+	bytes   int
 }
 
 // parseCache is a least-recently-used cache of parsed manifests, keyed by
-// resource and valid for one UID and generation. The objects it returns are
-// shared: callers copy before changing them (Resolve and mark do).
+// resource and valid for one UID and one manifest text, known by its
+// SHA-256 (manifestSum): a change of another field of the spec, which
+// raises the generation too, parses nothing again. The objects it returns
+// are shared: callers copy before changing them (Resolve and mark do).
 type parseCache struct {
 	mu       sync.Mutex
 	ll       *list.List
@@ -58,20 +64,25 @@ func newParseCache() *parseCache {
 	return &parseCache{ll: list.New(), items: map[cache.ObjectName]*list.Element{}, maxBytes: parseCacheBytes}
 }
 
-func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
+// get returns the parse of the manifest of key whose UID and text's sum are
+// those given, if the cache holds it.
+func (pc *parseCache) get(key cache.ObjectName, uid types.UID, sum manifestSum) ([]manifest.Object, manifest.ErrorList, bool) {
 	pc.mu.Lock()
+	defer pc.mu.Unlock()
 	if el, ok := pc.items[key]; ok {
-		p := el.Value.(*parsed)
-		if p.uid == vr.UID && p.generation == vr.Generation {
+		if p := el.Value.(*parsed); p.uid == uid && p.sum == sum {
 			pc.ll.MoveToFront(el)
-			pc.mu.Unlock()
-			return p.objects, p.errs
+			return p.objects, p.errs, true
 		}
 	}
-	pc.mu.Unlock()
+	return nil, nil, false
+}
 
+// parse parses text, the manifest of key of that UID whose sum is given,
+// and keeps the result in place of any other of key.
+func (pc *parseCache) parse(key cache.ObjectName, uid types.UID, sum manifestSum, text string) ([]manifest.Object, manifest.ErrorList) {
 	// Parse outside the lock: other workers parse other manifests meanwhile.
-	objs, errs := manifest.Parse(vr.Spec.Manifest)
+	objs, errs := manifest.Parse(text)
 	size := heldBytes(objs, errs)
 
 	pc.mu.Lock()
@@ -80,7 +91,7 @@ func (pc *parseCache) parse(key cache.ObjectName, vr *v1alpha1.VidraResource) ([
 	if size > pc.maxBytes/4 {
 		return objs, errs
 	}
-	p := &parsed{key: key, uid: vr.UID, generation: vr.Generation, objects: objs, errs: errs, bytes: size}
+	p := &parsed{key: key, uid: uid, sum: sum, objects: objs, errs: errs, bytes: size}
 	pc.items[key] = pc.ll.PushFront(p)
 	pc.bytes += size
 	for pc.ll.Len() > parseCacheSize || pc.bytes > pc.maxBytes {

@@ -27,17 +27,17 @@ func TestParseCacheReusesAndEvicts(t *testing.T) {
 	}
 	key := func(i int) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: fmt.Sprint(i)} }
 
-	a, _ := pc.parse(key(0), vr(0, 1))
-	b, _ := pc.parse(key(0), vr(0, 1))
+	a, _ := parseVR(t, pc, key(0), vr(0, 1))
+	b, _ := parseVR(t, pc, key(0), vr(0, 1))
 	if &a[0] != &b[0] {
 		t.Error("same generation parsed twice")
 	}
-	c, _ := pc.parse(key(0), vr(0, 2))
+	c, _ := parseVR(t, pc, key(0), vr(0, 2))
 	if c[0].Object.GetName() != "c0-2" {
 		t.Errorf("a new generation served the old parse: %s", c[0].Object.GetName())
 	}
 	for i := 1; i <= parseCacheSize; i++ {
-		pc.parse(key(i), vr(i, 1))
+		parseVR(t, pc, key(i), vr(i, 1))
 	}
 	if len(pc.items) != parseCacheSize || pc.ll.Len() != parseCacheSize {
 		t.Fatalf("cache holds %d (%d), want %d", len(pc.items), pc.ll.Len(), parseCacheSize)
@@ -126,7 +126,7 @@ func TestParseCacheBoundsTheBytesItHolds(t *testing.T) {
 	text := tinyMaps(3000)
 	_, held := heapHeldBy(func() any {
 		for i := range 30 {
-			pc.parse(key(i), vr(i, text))
+			parseVR(t, pc, key(i), vr(i, text))
 		}
 		return nil
 	})
@@ -142,8 +142,8 @@ func TestParseCacheBoundsTheBytesItHolds(t *testing.T) {
 	}
 
 	huge := vr(100, tinyMaps(6000))
-	a, _ := pc.parse(key(100), huge)
-	b, _ := pc.parse(key(100), huge)
+	a, _ := parseVR(t, pc, key(100), huge)
+	b, _ := parseVR(t, pc, key(100), huge)
 	if &a[0] == &b[0] {
 		t.Error("a manifest over a quarter of the bound was cached")
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/manifest"
 	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/internal/wording"
 
@@ -378,7 +379,16 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	// in case a first reconcile created them and stopped before writing its
 	// status.
 	unrecorded := map[ObjectKey]bool{}
-	if objs, errs := e.parsed.parse(cache.MetaObjectToName(vr), vr); len(errs) == 0 && declared && checkDefaultNamespace(vr) == nil {
+	var objs []manifest.Object
+	var perrs manifest.ErrorList
+	var unread error
+	if declared {
+		// Unread, the manifest's objects are not looked for; the
+		// inventory's are let go all the same, and the error returned, as
+		// a failed look at the destination is.
+		objs, perrs, unread = e.manifests.objects(ctx, cache.MetaObjectToName(vr), vr)
+	}
+	if unread == nil && len(perrs) == 0 && declared && checkDefaultNamespace(vr) == nil {
 		inv := inventorySet(items)
 		for _, o := range objs {
 			u := mark(o.Object, vr)
@@ -397,7 +407,7 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			}
 		}
 	}
-	var errs []error
+	errs := []error{unread}
 	var keptNames, unchecked []string
 	released := 0
 	terminating := namespacesTerminating(ctx, target)

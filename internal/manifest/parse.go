@@ -11,9 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// MaxManifestBytes is the largest manifest Parse accepts. The API server
-// already caps a whole VidraResource at about 1.5 MiB; this bound keeps the
-// parser safe however it is called.
+// MaxManifestBytes is the largest manifest Parse accepts. spec.manifest has
+// a smaller bound of its own (v1alpha1.MaxManifestBytes, which the CRD and
+// the apply engine check); this one keeps the parser safe however it is
+// called, whatever the text is assembled from.
 const MaxManifestBytes = 3 << 20
 
 // maxErrors bounds the errors Parse collects: past it, a manifest is

@@ -332,7 +332,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if err := vrInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexDependencies}); err != nil {
 		return nil, fmt.Errorf("index VidraResources by dependency: %w", err)
 	}
-	if err := vrInformer.Informer().SetTransform(dropManagedFields); err != nil {
+	if err := vrInformer.Informer().SetTransform(trimCachedResource); err != nil {
 		return nil, fmt.Errorf("trim cached VidraResources: %w", err)
 	}
 	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -1012,11 +1012,15 @@ func (c *Controller) event(vr *v1alpha1.VidraResource, warning bool, reason, for
 	c.recorder.Event(vr, t, reason, wording.Message(fmt.Sprintf(format, args...)))
 }
 
-// dropManagedFields keeps VidraResources small in the informer cache: Vidra
-// never reads their managedFields, and an update that omits them keeps them.
-func dropManagedFields(obj any) (any, error) {
+// trimCachedResource keeps VidraResources small in the informer cache, whose
+// size a tenant would otherwise set: Vidra never reads their managedFields,
+// and reads a manifest only through the apply engine, which reads it again
+// when it needs it (apply.StripManifest). Nothing writes a cached copy back
+// (see apply.StripManifest).
+func trimCachedResource(obj any) (any, error) {
 	if vr, ok := obj.(*v1alpha1.VidraResource); ok {
 		vr.ManagedFields = nil
+		apply.StripManifest(vr)
 	}
 	return obj, nil
 }

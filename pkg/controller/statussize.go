@@ -22,7 +22,8 @@ import (
 // messages written by the objects' controllers, the fields and field
 // managers of hand edits, everything a remote destination's API server
 // answers; and JSON writes each '<', '>' and '&' in 6 bytes. 512 KiB leaves
-// the rest, 1 MiB, to the manifest and the metadata.
+// the rest, 1 MiB, to the manifest (at most v1alpha1.MaxManifestBytes,
+// 768 KiB) and the metadata.
 const maxStatusBytes = 512 << 10
 
 // omissionsRoom is kept of maxStatusBytes for status.omitted, which says

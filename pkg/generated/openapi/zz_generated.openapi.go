@@ -1052,7 +1052,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 				Properties: map[string]spec.Schema{
 					"manifest": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Manifest holds the desired objects: multi-document YAML, or JSON (one object, a JSON array of objects, or a v1 List).",
+							Description: "Manifest holds the desired objects: multi-document YAML, or JSON (one object, a JSON array of objects, or a v1 List), at most 786432 bytes (768 KiB, MaxManifestBytes) of UTF-8.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

@@ -115,6 +115,10 @@ const (
 	ReasonManifestTooLarge  = "ManifestTooLarge"
 	// ReasonCacheBudgetExceeded: see ConditionCacheLimited.
 	ReasonCacheBudgetExceeded = "CacheBudgetExceeded"
+	// ReasonManifestUnavailable: the manifest could not be read (the
+	// operator's cache holds none; it reads the resource when it needs
+	// it); retried with backoff.
+	ReasonManifestUnavailable = "ManifestUnavailable"
 	ReasonWaitingForCRD       = "WaitingForCRD"
 	ReasonDependencyNotReady  = "DependencyNotReady"
 	// ReasonReconcileTimeout: the reconcile ran out of its time

@@ -49,11 +49,27 @@ const (
 	DeletionPolicyOrphan DeletionPolicy = "Orphan"
 )
 
+// MaxManifestBytes bounds spec.manifest, in bytes of UTF-8; the CRD's rule
+// on the field says the same number, and the operator checks it too, for
+// resources stored before the rule was. A VidraResource is one value in
+// etcd, whose requests are limited to 1.5 MiB: the status takes up to
+// 512 KiB (its inventory, drift records and health messages, which others
+// write), the metadata up to 256 KiB (the API server's limit on
+// annotations), and 768 KiB is what remains. A manifest that needs more
+// is split into several resources, ordered with spec.dependsOn.
+const MaxManifestBytes = 768 << 10
+
+// ManifestTooLargeMessage is what the CRD answers to a longer manifest,
+// and the operator's condition says after the size it found.
+const ManifestTooLargeMessage = "must be at most 786432 bytes (768 KiB): split the objects into several VidraResources, ordered with spec.dependsOn where one needs another"
+
 // VidraResourceSpec is the desired state of a VidraResource.
 type VidraResourceSpec struct {
 	// Manifest holds the desired objects: multi-document YAML, or JSON (one
-	// object, a JSON array of objects, or a v1 List).
+	// object, a JSON array of objects, or a v1 List), at most 786432 bytes
+	// (768 KiB, MaxManifestBytes) of UTF-8.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 786432",message="must be at most 786432 bytes (768 KiB): split the objects into several VidraResources, ordered with spec.dependsOn where one needs another"
 	// +required
 	Manifest string `json:"manifest"`
 

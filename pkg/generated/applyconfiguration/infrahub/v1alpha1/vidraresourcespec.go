@@ -29,7 +29,8 @@ import (
 // VidraResourceSpec is the desired state of a VidraResource.
 type VidraResourceSpecApplyConfiguration struct {
 	// Manifest holds the desired objects: multi-document YAML, or JSON (one
-	// object, a JSON array of objects, or a v1 List).
+	// object, a JSON array of objects, or a v1 List), at most 786432 bytes
+	// (768 KiB, MaxManifestBytes) of UTF-8.
 	Manifest *string `json:"manifest,omitempty"`
 	// Destination says which cluster receives the objects and how.
 	Destination *DestinationApplyConfiguration `json:"destination,omitempty"`
