@@ -52,6 +52,9 @@ func refuseVerbsIn(f *fixture, ns string, verbs ...string) {
 // does not tell which names hold objects Vidra manages.
 func TestARefusalDoesNotTellWhatTheOperatorsCacheHolds(t *testing.T) {
 	other := newVR("team-b", "app", configMapManifest)
+	// Its inventory declares the ConfigMap, so the cache holds it in full,
+	// not as a stub.
+	other.Status.ManagedResources = appInventory("team-b")
 	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: team-b\n---\n" +
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nothing\n  namespace: team-b\n"
 	tenant := newVR("team-a", "probe", manifest)
