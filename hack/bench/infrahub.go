@@ -9,9 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,23 +67,35 @@ type idleInfrahub struct {
 	KubeRequests  requestCount   `json:"kubernetesRequests"`
 }
 
-// pollRecorder is a reverse proxy in front of the stand-in that notes when
-// each query (a poll) arrived.
+// pollRecorder notes when each query (a poll) reached the stand-in, from
+// its counters read every millisecond: the operator talks to the stand-in
+// directly, as it would to Infrahub.
 type pollRecorder struct {
 	mu    sync.Mutex
 	polls []time.Time
 }
 
-func (p *pollRecorder) handler(target *url.URL) http.Handler {
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/query/") || strings.HasPrefix(r.URL.Path, "/graphql") {
-			p.mu.Lock()
-			p.polls = append(p.polls, time.Now())
-			p.mu.Unlock()
+func (p *pollRecorder) run(ctx context.Context, s *standin.Server) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
-		proxy.ServeHTTP(w, r)
-	})
+		c := s.Counts()
+		// ResetCounts (the idle window) starts the count again.
+		if n := c.Query + c.GraphQL; n != seen {
+			if n > seen {
+				p.mu.Lock()
+				p.polls = append(p.polls, time.Now())
+				p.mu.Unlock()
+			}
+			seen = n
+		}
+	}
 }
 
 // lastBefore is the start of the latest poll before t.
@@ -135,7 +144,7 @@ func runInfrahub(ctx context.Context, o options) (res *infrahubResult, err error
 	res = &infrahubResult{Meta: machine(root, o), Artifacts: o.infrahubN, Interval: o.infrahubInterval.String(), Samples: o.infrahubSamples}
 	res.Meta.N = o.infrahubN
 	res.Meta.Notes = []string{
-		"InfrahubSync: the stand-in Infrahub (internal/infrahub/standin) runs in the benchmark's process behind a reverse proxy that notes when each query arrives; the operator runs as its own process with --allow-http-destinations and reaches it on the loopback. One sync, artefactName of N artifacts, each one ConfigMap, username/password credentials.",
+		"InfrahubSync: the stand-in Infrahub (internal/infrahub/standin) runs in the benchmark's process, its counters read every millisecond to tell when each query arrived; the operator runs as its own process with --allow-http-destinations and reaches it on the loopback. One sync, artefactName of N artifacts, each one ConfigMap, username/password credentials.",
 		"Change latency: one artifact at a time gets new content (SetArtifact) after a random wait of up to one interval; the clock stops at the ConfigMap's watch event carrying the new value. 'From poll' starts at the arrival of the latest query before that event.",
 		"Idle: counts at the stand-in after every change is applied; Kubernetes requests of the operator from the API server's audit log over the same window.",
 		"Memory: the operator's RSS and heap (after a collection forced through /debug/pprof/heap?gc=1) before the sync is created and after its artifacts are applied and the operator is quiet.",
@@ -171,18 +180,10 @@ func runInfrahub(ctx context.Context, o options) (res *infrahubResult, err error
 	}
 	s.Start()
 	defer s.Close()
-	target, err := url.Parse(s.URL())
-	if err != nil {
-		return nil, err
-	}
 	rec := &pollRecorder{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	proxy := &http.Server{Handler: rec.handler(target), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = proxy.Serve(l) }()
-	defer proxy.Close()
+	recCtx, stopRec := context.WithCancel(ctx)
+	defer stopRec()
+	go rec.run(recCtx, s)
 
 	pprofAddr, err := freeAddr()
 	if err != nil {
@@ -215,7 +216,7 @@ func runInfrahub(ctx context.Context, o options) (res *infrahubResult, err error
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
 		Spec: v1alpha1.InfrahubSyncSpec{
 			Source: v1alpha1.InfrahubSource{
-				InfrahubAPIURL: "http://" + l.Addr().String(), ArtefactName: "device-config",
+				InfrahubAPIURL: s.URL(), ArtefactName: "device-config",
 				CredentialsSecretRef: &v1alpha1.LocalSecretReference{Name: "infrahub"},
 			},
 			Interval: &metav1.Duration{Duration: o.infrahubInterval},
