@@ -61,8 +61,8 @@ func markedConfigMaps(t *testing.T, ns, name string, n, size, workers int, owner
 	}
 }
 
-// heapInUse is the heap in use after a collection.
-func heapInUse() uint64 {
+// heapAllocated is the live heap after a collection.
+func heapAllocated() uint64 {
 	var m runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m)
@@ -110,10 +110,10 @@ func TestOwnLabelledObjectsAreNotCachedInFull(t *testing.T) {
 	vr := createVR(t, ns, "app", cmDoc("declared"), asServiceAccount("deployer"))
 	waitVR(t, ns, "app", "became Ready", isReady)
 
-	before := heapInUse()
+	before := heapAllocated()
 	markedConfigMaps(t, ns, "own", objects, size, 4, ns+"/app", string(vr.UID))
 	restoredAfterDelete(t, ns, "declared")
-	after := heapInUse()
+	after := heapAllocated()
 	grew := int64(after) - int64(before)
 	t.Logf("heap in use %d MiB before, %d MiB after %d labelled ConfigMaps of %d KiB: %+.1f MiB", before>>20, after>>20, objects, size>>10, float64(grew)/(1<<20))
 	if grew > bound {
