@@ -5,7 +5,7 @@
 // written for the test (a poller, a heartbeat, a hot loop, two writers
 // fighting) and an idle Vidra run against a control plane whose API server
 // audits every request with the policy docs/wakeups.md ships
-// (manifests/samples/audit-policy.yaml); the command must name each with
+// (manifests/samples/audit/audit-policy.yaml); the command must name each with
 // its cause and period, and hold Vidra's idle budget.
 package wakeups_test
 
@@ -48,7 +48,7 @@ func run(m *testing.M) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	env, err = testenv.Start(ctx, testenv.Options{ExtraAPIServerArgs: []string{
-		"--audit-policy-file=" + filepath.Join(root, "manifests/samples/audit-policy.yaml"),
+		"--audit-policy-file=" + filepath.Join(root, "manifests/samples/audit/audit-policy.yaml"),
 		"--audit-log-path=" + auditLog,
 		"--audit-log-format=json",
 		"--audit-log-maxsize=0",
