@@ -144,3 +144,14 @@ func checkManifestSize(size int) *manifest.Error {
 	return &manifest.Error{Index: -1, Field: "spec.manifest", Reason: manifest.ReasonManifestTooLarge,
 		Message: fmt.Sprintf("%d bytes, over the limit; it %s", size, v1alpha1.ManifestTooLargeMessage)}
 }
+
+// CachedManifestSHA256 returns the hex SHA-256 of the manifest that
+// StripManifest took out of vr, and whether it did: what a reader of the
+// VidraResource cache compares instead of the text, which it does not hold.
+func CachedManifestSHA256(vr *v1alpha1.VidraResource) (string, bool) {
+	_, sum, ok := strippedManifest(vr)
+	if !ok {
+		return "", false
+	}
+	return hex.EncodeToString(sum[:]), true
+}

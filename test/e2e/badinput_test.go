@@ -6,6 +6,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,11 +130,21 @@ func TestMissingNamespaceIsReported(t *testing.T) {
 	failsWith(t, ns, "nons", doc, v1alpha1.ReasonNamespaceNotFound, "does-not-exist")
 }
 
-func TestOversizedObjectIsReported(t *testing.T) {
+// TestOversizedManifestIsRefusedSayingHowToSplit: a manifest over the API
+// server's limit for one object (here an object of 1.1 MB) never reaches
+// the operator: the CRD bounds spec.manifest well below it and the API
+// server refuses the resource, saying how to split it. (Resources stored
+// before the bound are reported as ManifestTooLarge by the operator,
+// which checks the same number: internal/apply's tests.)
+func TestOversizedManifestIsRefusedSayingHowToSplit(t *testing.T) {
 	ns := namespace(t)
 	big := strings.Repeat("x", 1100*1024)
 	doc := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: %s\n", big)
-	failsWith(t, ns, "big", doc, v1alpha1.ReasonManifestTooLarge, "big")
+	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}, Spec: v1alpha1.VidraResourceSpec{Manifest: doc}}
+	_, err := vidra.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), vr, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), v1alpha1.ManifestTooLargeMessage) {
+		t.Errorf("creating a resource of a %d-byte manifest: want the API server's refusal saying how to split, got %.300v", len(doc), err)
+	}
 }
 
 func TestImmutableFieldNeedsForce(t *testing.T) {

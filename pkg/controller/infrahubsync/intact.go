@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vidra-operator/vidra/internal/apply"
+
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -37,6 +39,14 @@ func (c *intactCache) check(children map[string]*v1alpha1.VidraResource) map[str
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, vr := range children {
+		// The operator's cache holds the manifest's SHA-256, not its
+		// text: compare it with the sum the sync wrote beside it.
+		if got, stripped := apply.CachedManifestSHA256(vr); stripped {
+			if want := vr.Annotations[v1alpha1.ArtifactContentSHA256Annotation]; want != "" {
+				out[name] = got == want
+			}
+			continue
+		}
 		sum := vr.Annotations[v1alpha1.ArtifactChecksumAnnotation]
 		if len(sum) != 32 {
 			continue

@@ -4,6 +4,8 @@
 package infrahubsync
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"mime"
@@ -243,6 +245,10 @@ func Desired(sync *v1alpha1.InfrahubSync, a infrahub.Artifact, manifest string) 
 	}
 	if a.Name != "" {
 		ann[v1alpha1.ArtifactNameAnnotation] = a.Name
+	}
+	if manifest != "" {
+		sum := sha256.Sum256([]byte(manifest))
+		ann[v1alpha1.ArtifactContentSHA256Annotation] = hex.EncodeToString(sum[:])
 	}
 	if a.Checksum == "" {
 		delete(ann, v1alpha1.ArtifactChecksumAnnotation)

@@ -355,10 +355,20 @@ func (c *Controller) write(ctx context.Context, sync *v1alpha1.InfrahubSync, a i
 		}
 		return nil
 	}
-	if !Owns(sync, cur) {
+	// The cached child holds no manifest (the operator's cache keeps its
+	// sum only) and carries the cache's own annotation: the update starts
+	// from the stored resource, whose manifest a refresh keeps.
+	live, err := client.Get(ctx, cur.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read VidraResource %s/%s: %w", sync.Namespace, a.ID, err)
+	}
+	if !Owns(sync, live) {
 		return fmt.Errorf("VidraResource %s/%s is not this sync's", sync.Namespace, a.ID)
 	}
-	up := cur.DeepCopy()
+	if manifest == "" {
+		want = Desired(sync, a, live.Spec.Manifest)
+	}
+	up := live
 	up.Spec = want.Spec
 	if up.Labels == nil {
 		up.Labels = map[string]string{}
@@ -369,7 +379,7 @@ func (c *Controller) write(ctx context.Context, sync *v1alpha1.InfrahubSync, a i
 	}
 	delete(up.Annotations, v1alpha1.ArtifactStorageIDAnnotation)
 	maps.Copy(up.Annotations, want.Annotations)
-	_, err := client.Update(ctx, up, metav1.UpdateOptions{FieldManager: v1alpha1.InfrahubSyncFieldManager})
+	_, err = client.Update(ctx, up, metav1.UpdateOptions{FieldManager: v1alpha1.InfrahubSyncFieldManager})
 	if err != nil {
 		return fmt.Errorf("update VidraResource %s/%s: %w", sync.Namespace, a.ID, err)
 	}

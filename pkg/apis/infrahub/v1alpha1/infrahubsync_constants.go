@@ -15,6 +15,10 @@ const (
 	ArtifactChecksumAnnotation = "infrahubsync.infrahub.operators.com/checksum"
 	// ArtifactStorageIDAnnotation carries the storage id of that content.
 	ArtifactStorageIDAnnotation = "infrahubsync.infrahub.operators.com/storage-id"
+	// ArtifactContentSHA256Annotation carries the SHA-256 of the manifest
+	// the sync wrote: the operator's cache of VidraResources holds that sum,
+	// not the manifest, so a hand edit of the manifest is told by it.
+	ArtifactContentSHA256Annotation = "infrahubsync.infrahub.operators.com/content-sha256"
 	// ArtifactNameAnnotation carries the artifact's name in Infrahub.
 	ArtifactNameAnnotation = "infrahubsync.infrahub.operators.com/artifact-name"
 	// InfrahubSyncFieldManager is the field manager of the writes of the
