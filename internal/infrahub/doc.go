@@ -38,7 +38,7 @@
 //	what                                                  default  option
 //	one call (login, query, download), dial to last byte  10 s     Options.Timeout
 //	a query's or login's answer                           4 MiB    Options.MaxResponseBytes
-//	an artifact's content (what spec.manifest holds)      1 MiB    Options.MaxArtifactBytes
+//	an artifact's content (what spec.manifest holds)      1 MiB    Options.MaxArtifactBytes (the operator sets 768 KiB, the CRD's bound on spec.manifest)
 //	an error answer, read to classify it                  64 KiB   -
 //	an answer's headers                                   64 KiB   -
 //	a private CA bundle                                   128 KiB  MaxCABytes

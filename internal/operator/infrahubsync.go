@@ -55,7 +55,10 @@ func (o *Operator) newSyncController(ctx context.Context, kube kubernetes.Interf
 		if err != nil {
 			return nil, err
 		}
-		return infrahub.New(req.URL, infrahub.Options{HTTPClient: hc, AllowHTTP: guard.AllowHTTP, Credentials: req.Credentials})
+		return infrahub.New(req.URL, infrahub.Options{HTTPClient: hc, AllowHTTP: guard.AllowHTTP, Credentials: req.Credentials,
+			// An artifact becomes a VidraResource's manifest: anything
+			// longer than the CRD accepts is refused at the download.
+			MaxArtifactBytes: v1alpha1.MaxManifestBytes})
 	}
 	if opts.InfrahubSources != nil {
 		factory = opts.InfrahubSources
