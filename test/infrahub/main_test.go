@@ -38,7 +38,7 @@ const operatorNamespace = "vidra-system"
 
 // trusted are the namespaces whose syncs act as the operator; tests that
 // need one take one of their own.
-var trusted = []string{operatorNamespace, "ihs-apply", "ihs-owners", "ihs-tokens", "ihs-faults", "ihs-bounds", "ihs-tls"}
+var trusted = []string{operatorNamespace, "ihs-apply", "ihs-owners", "ihs-tokens", "ihs-faults", "ihs-bounds", "ihs-tls", "ihs-refresh"}
 
 // callTimeout is the Infrahub client's per-call timeout here: short, so
 // that a slow answer is a timeout within the test.

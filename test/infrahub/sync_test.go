@@ -328,3 +328,39 @@ func TestPrivateCAIsTrustedThroughCASecretRef(t *testing.T) {
 	waitSync(t, ns, "with-ca", "became Ready", syncReady)
 	waitConfigMap(t, ns, "tls", "v1")
 }
+
+// A change of the sync's template refreshes its children without a
+// download, and keeps their manifests: the operator's cache of
+// VidraResources holds no manifest, so the refresh must start from the
+// stored resource, never write the cached copy back.
+func TestATemplateChangeRefreshesChildrenAndKeepsTheirManifests(t *testing.T) {
+	ns := namespace(t, "ihs-refresh")
+	s := infrahubServer(t, standin.Options{})
+	credentials(t, ns)
+	s.SetArtifact("main", configMapArtifact(id1, "one", "v1"))
+	createSync(t, ns, "devices", s)
+	vr := testenv.WaitVR(t, vidra, ns, id1, "became Ready", testenv.HasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled))
+	manifest := vr.Spec.Manifest
+	downloads := s.Counts().Download
+
+	sync, err := vidra.InfrahubV1alpha1().InfrahubSyncs(ns).Get(t.Context(), "devices", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync.Spec.Template.Labels = map[string]string{"team": "a"}
+	if _, err := vidra.InfrahubV1alpha1().InfrahubSyncs(ns).Update(t.Context(), sync, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vr = testenv.WaitVR(t, vidra, ns, id1, "carried the template's label", func(vr *v1alpha1.VidraResource) bool { return vr.Labels["team"] == "a" })
+	if vr.Spec.Manifest != manifest {
+		t.Errorf("the refresh changed the manifest to %q, want %q", vr.Spec.Manifest, manifest)
+	}
+	for k := range vr.Annotations {
+		if strings.Contains(k, "cached-manifest") {
+			t.Errorf("the refresh wrote the cache's own annotation %s", k)
+		}
+	}
+	if n := s.Counts().Download; n != downloads {
+		t.Errorf("the refresh downloaded %d times, want none", n-downloads)
+	}
+}
