@@ -6,7 +6,6 @@ package security_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -61,14 +60,6 @@ func markedConfigMaps(t *testing.T, ns, name string, n, size, workers int, owner
 	}
 }
 
-// heapAllocated is the live heap after a collection.
-func heapAllocated() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // restoredAfterDelete deletes ConfigMap name of ns (on the cluster the
 // operator runs in, which the remote tests also name as their remote one)
 // and waits until Vidra has created it again: the barrier that proves the
@@ -110,10 +101,10 @@ func TestOwnLabelledObjectsAreNotCachedInFull(t *testing.T) {
 	vr := createVR(t, ns, "app", cmDoc("declared"), asServiceAccount("deployer"))
 	waitVR(t, ns, "app", "became Ready", isReady)
 
-	before := heapAllocated()
+	before := memAfterGC().HeapAlloc
 	markedConfigMaps(t, ns, "own", objects, size, 4, ns+"/app", string(vr.UID))
 	restoredAfterDelete(t, ns, "declared")
-	after := heapAllocated()
+	after := memAfterGC().HeapAlloc
 	grew := int64(after) - int64(before)
 	t.Logf("heap in use %d MiB before, %d MiB after %d labelled ConfigMaps of %d KiB: %+.1f MiB", before>>20, after>>20, objects, size>>10, float64(grew)/(1<<20))
 	if grew > bound {

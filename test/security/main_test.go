@@ -10,6 +10,7 @@ package security_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -246,4 +247,13 @@ func waitObject(t *testing.T, gvr schema.GroupVersionResource, ns, name, what st
 		t.Fatalf("%s %s/%s never %s: %v\nlast seen: %v", gvr.Resource, ns, name, what, err, last)
 	}
 	return last
+}
+
+// memAfterGC returns the operator's process memory after a collection: the
+// attacks measure what the caches keep, not the garbage of the moment.
+func memAfterGC() runtime.MemStats {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m
 }
