@@ -206,7 +206,7 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	// The kinds the inventory holds are watched before anything is
 	// applied, so that the pass reads them from caches; the rest once the
 	// pass knows which it wrote.
-	_ = e.track(ctx, pass, all, heldByInventory)
+	_ = e.track(ctx, pass, all, heldByInventory, true)
 	visited += e.applyStage(ctx, pass, mapped(stage0))
 	if !outOfTime() {
 		if oe := e.waitEstablished(ctx, pass, crds); oe != nil {
@@ -217,7 +217,7 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		e.mapAll(pass, stage1, true)
 	}
 	visited += e.applyStage(ctx, pass, mapped(stage1))
-	if oe := tooManyKinds(e.track(ctx, pass, all, watchNeeded)); oe != nil {
+	if oe := tooManyKinds(e.track(ctx, pass, all, watchNeeded, false)); oe != nil {
 		// First: the reason of the Ready condition and of the Event.
 		pass.Out.Errs = append([]*ObjectError{oe}, pass.Out.Errs...)
 	}
@@ -307,7 +307,7 @@ func (e *Engine) AllCached(ctx context.Context, pass *Pass) bool {
 		return false
 	}
 	// The refs the reconcile tracks too: their informers start now.
-	_ = e.track(ctx, pass, all, heldByInventory)
+	_ = e.track(ctx, pass, all, heldByInventory, true)
 	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(vr.UID)})
 	for _, p := range all {
 		ref := watchregistry.Ref{Cluster: pass.Target.Cluster, GVR: p.gvr}
@@ -490,11 +490,24 @@ func mapped(objs []*planned) []*planned {
 // track tells the watch registry which resources this VidraResource needs
 // watched: those of the objects needs selects (see watchNeeded). Informers
 // are cluster-wide and label-scoped: one per type serves every resource,
-// however many namespaces they write to. It returns the registry's refusal,
-// which is also logged.
-func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs func(*planned) bool) error {
+// however many namespaces they write to. With grow, the refs the resource
+// tracks already stay tracked: a look before the pass applies anything
+// (heldByInventory) only adds, since dropping them until the pass's end
+// would free the resource's share of its namespace's informer budget for
+// the length of a pass, long enough for another resource of the namespace
+// to take it, and this one to be refused its own kinds at the end. It
+// returns the registry's refusal, which is also logged.
+func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs func(*planned) bool, grow bool) error {
 	seen := map[schema.GroupVersionResource]bool{}
 	var refs []watchregistry.Ref
+	if grow {
+		refs = e.registry.Refs(pass.key)
+		for _, ref := range refs {
+			if ref.Cluster == pass.Target.Cluster {
+				seen[ref.GVR] = true
+			}
+		}
+	}
 	objects := make(map[WatchedObject]bool, len(objs))
 	for _, p := range objs {
 		if p.gvr.Empty() {

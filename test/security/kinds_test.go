@@ -4,6 +4,7 @@
 package security_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -80,6 +82,20 @@ func TestTenantCannotEndTheOperatorWithThousandsOfKinds(t *testing.T) {
 		if i == 0 {
 			t.Logf("Ready of many-0: %s", msg)
 		}
+	}
+	// Ten kinds more, each within a manifest's bound, take the namespace
+	// past its own: they are applied, and not watched. The barrier: the
+	// kinds of fits are watched, so the namespace holds 60 of its 64.
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return hostileInformers() >= fits, nil
+	}); err != nil {
+		t.Fatalf("the %d kinds of fits are not all watched: %d informers: %v", fits, hostileInformers(), err)
+	}
+	createVR(t, ns, "more", thingsManifest(kinds-10, kinds), toRemoteSecret(cluster.srv.URL))
+	msg := readyMessageOf(t, ns, "more", v1alpha1.ReasonTooManyKinds)
+	t.Logf("Ready of more: %s", msg)
+	if !strings.Contains(msg, "would have Vidra watch 70 kinds, more than the 64 a namespace may (--max-informers-per-namespace)") {
+		t.Errorf("Ready of more does not name the bound: %s", msg)
 	}
 	events, err := kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", v1alpha1.ReasonTooManyKinds).String()})
 	if err != nil {
