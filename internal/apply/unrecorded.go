@@ -29,7 +29,9 @@ import (
 //     cached objects of the kinds the pass watches that carry the
 //     resource's owner-uid label and Vidra's apply, in the namespaces its
 //     manifest or inventory names: what a process killed before its status
-//     write left, which no memory holds.
+//     write left, which no memory holds. The caches hold such objects as
+//     stubs (no manifest declares them), so these are read from the API
+//     server, at most maxStubReads per search.
 //
 // The extra entries go through the prune's usual checks (the live object's
 // owner-uid label and Vidra's apply), so an object that merely carries a
@@ -42,6 +44,14 @@ import (
 // oldest go first, and the cache search of a restarted process is what
 // finds them.
 const maxUnrecorded = 2000
+
+// maxStubReads bounds the objects one search reads from the API server:
+// those the caches hold as stubs, carrying the resource's owner-uid label,
+// that neither its manifest nor its inventory names. A resource's own
+// forgotten objects are a handful (what one pass created before its status
+// write failed); a tenant who copies a resource's label onto thousands of
+// objects must not turn its search into thousands of requests.
+const maxStubReads = 100
 
 // withUnrecorded returns inventory and the entries of earlier passes on
 // cluster that no status write has recorded yet, those last.
@@ -118,6 +128,7 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 	}
 	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(pass.VR.UID)})
 	var found []v1alpha1.ManagedResource
+	reads := 0
 	seen := map[watchregistry.Ref]bool{}
 	complete := true
 	for _, p := range objs {
@@ -156,6 +167,32 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 				}
 				have[k] = true
 				found = append(found, managedResource(u))
+			}
+			// An object no manifest declares is held as a stub (see
+			// internal/cachecharge): its marks, not its managedFields, so
+			// it is read to be judged. A killed process's objects are
+			// exactly such objects.
+			stubs, err := e.registry.Stubs(ref, ns, owned)
+			if err != nil {
+				complete = false
+				break
+			}
+			for _, u := range stubs {
+				k := keyOf(u)
+				if desired[k] || have[k] {
+					continue
+				}
+				if reads == maxStubReads {
+					klog.FromContext(ctx).Info("More objects carry this resource's marks than one search reads; the rest are looked at after the next change of its spec", "read", maxStubReads)
+					break
+				}
+				reads++
+				live, absent, err := e.getLive(ctx, pass, &planned{obj: u, gvr: p.gvr})
+				if err != nil || absent || live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(pass.VR.UID) || !AppliedByVidra(live.GetManagedFields()) {
+					continue
+				}
+				have[k] = true
+				found = append(found, managedResource(live))
 			}
 		}
 	}

@@ -142,7 +142,23 @@ func (r *Registry[K]) lookup(ref Ref, namespace, name string) (p *packed, found 
 // mutate. Only the objects that match are decoded, so a narrow selector keeps
 // a List over a large cache cheap.
 func (r *Registry[K]) List(ref Ref, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
-	matched, err := r.matching(ref, namespace, selector)
+	return r.list(ref, namespace, selector, false)
+}
+
+// Stubs returns what the caches of ref in namespace ("" for all the ref
+// covers) hold of the objects they keep only as stubs (see Charge) whose
+// kept labels match selector (nil for all), sorted by namespace and name:
+// each object's identity and the marks its Charge kept, nothing else. They
+// exist; an owner that needs more of one reads it from the API server. It
+// fails like List.
+func (r *Registry[K]) Stubs(ref Ref, namespace string, selector labels.Selector) ([]*unstructured.Unstructured, error) {
+	return r.list(ref, namespace, selector, true)
+}
+
+// list decodes the objects matching returns: those held in full, or with
+// stubs those held as stubs.
+func (r *Registry[K]) list(ref Ref, namespace string, selector labels.Selector, stubs bool) ([]*unstructured.Unstructured, error) {
+	matched, err := r.matching(ref, namespace, selector, stubs)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +177,7 @@ func ListTyped[T any, PT interface {
 	*T
 	runtime.Object
 }, K comparable](r *Registry[K], ref Ref, namespace string, selector labels.Selector) ([]PT, error) {
-	matched, err := r.matching(ref, namespace, selector)
+	matched, err := r.matching(ref, namespace, selector, false)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +191,12 @@ func ListTyped[T any, PT interface {
 	return out, nil
 }
 
-// matching returns the cached objects List returns, still packed. Labels are
+// matching returns the cached objects List returns (with stubs, those
+// Stubs returns), still packed. Labels are
 // matched on the packed form, so objects the selector rejects are never
 // decoded. A namespaced ref served by an all-namespaces informer reads
 // through its namespace index.
-func (r *Registry[K]) matching(ref Ref, namespace string, selector labels.Selector) ([]*packed, error) {
+func (r *Registry[K]) matching(ref Ref, namespace string, selector labels.Selector, stubs bool) ([]*packed, error) {
 	if ref.Namespace != "" && namespace != "" && namespace != ref.Namespace {
 		return nil, fmt.Errorf("list in namespace %s: outside the scope of %s", namespace, ref)
 	}
@@ -199,7 +216,7 @@ func (r *Registry[K]) matching(ref Ref, namespace string, selector labels.Select
 		matched = slices.Grow(matched, len(objs))
 		for _, o := range objs {
 			p, ok := o.(*packed)
-			if !ok || p.rejected || p.stub {
+			if !ok || p.rejected || p.stub != stubs {
 				continue
 			}
 			if selector == nil || selector.Matches(labels.Set(p.Labels)) {

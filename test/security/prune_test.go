@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,59 +144,11 @@ func TestAConfigMapMadeImmutableByATenantIsRecreatedUnderForce(t *testing.T) {
 // inventory names an object called name, and waits until it acts.
 func refuseStatusesNaming(t *testing.T, ns, vrName, name string) {
 	t.Helper()
-	ctx := t.Context()
-	policyName := "refuse-status-" + ns
-	fail := admissionregistrationv1.Fail
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policyName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupName}, APIVersions: []string{"*"},
-						Resources: []string{v1alpha1.ResourcePlural + "/status"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("!has(object.status) || !has(object.status.managedResources) || object.status.managedResources.all(m, m.name != %q)", name),
-				Message:    "status write refused by the test",
-			}},
-		},
-	}
-	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policyName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policyName,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
-		},
-	}
-	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), policyName, metav1.DeleteOptions{})
-		_ = kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policyName, metav1.DeleteOptions{})
-	})
-	// Policies load asynchronously: probe with a dry-run status write of
-	// the (suspended) resource until one is refused.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		vr, err := vidra.InfrahubV1alpha1().VidraResources(ns).Get(ctx, vrName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		vr.Status.ManagedResources = []v1alpha1.ManagedResource{{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}}
-		_, err = vidra.InfrahubV1alpha1().VidraResources(ns).UpdateStatus(ctx, vr, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), "refused by the test"), nil
-	})
+	remove, err := testenv.RefuseStatusesNaming(t.Context(), kube, vidra, ns, vrName, name)
 	if err != nil {
-		t.Fatalf("the admission policy never refused a status write: %v", err)
+		t.Fatal(err)
 	}
+	t.Cleanup(remove)
 }
 
 // A reconcile creates an object and its status write is refused; the next
