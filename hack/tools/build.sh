@@ -37,7 +37,7 @@ build() {
       version=$(version_of promtool "$module")
       ldflags="-s -w -X github.com/prometheus/common/version.Version=$version"
       ;;
-    *) echo "unknown tool $name (helm, promtool)" >&2; exit 2 ;;
+    *) echo "unknown tool $name (helm, promtool)" >&2; return 2 ;;
   esac
   local key cache bin=$out/$name
   key=$(sha256sum "$root/hack/tools/$name/go.sum" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)
@@ -62,4 +62,15 @@ build() {
 
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=(helm promtool)
-for t in "${tools[@]}"; do build "$t"; done
+# The tools share no module: their cold builds overlap downloads and links.
+pids=()
+for t in "${tools[@]}"; do
+  build "$t" &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+if [[ $status -ne 0 ]]; then
+  echo "building the tools failed; rerun 'make tools' (it resumes from the Go build cache)" >&2
+  exit 1
+fi
