@@ -31,7 +31,8 @@ import (
 // removes the operator's objects and leaves the CRDs, the VidraResource and
 // what it applied.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
-	const ns, release = "chart-install", "vidra"
+	// The README's command: release vidra in vidra-system.
+	const ns, release = installNamespace, "vidra"
 	t.Cleanup(func() { releaseNamespace(ns) })
 
 	helm(t, "install", release, chartDir, "--namespace", ns, "--create-namespace")
