@@ -76,6 +76,73 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.intervalDesc
 }
 
+// knownReasons are the condition reasons the operator writes. A reason
+// label outside them is "other": status is the operator's to write, but
+// whoever may write it otherwise must not be able to add series.
+// TestKnownReasonsAreEveryReason keeps the list whole.
+var knownReasons = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range []string{
+		v1alpha1.ReasonAdopted,
+		v1alpha1.ReasonAllCurrent,
+		v1alpha1.ReasonApplyFailed,
+		v1alpha1.ReasonArtifactsNotApplied,
+		v1alpha1.ReasonCacheBudgetExceeded,
+		v1alpha1.ReasonCredentialsUnavailable,
+		v1alpha1.ReasonDegraded,
+		v1alpha1.ReasonDeleting,
+		v1alpha1.ReasonDependencyCycle,
+		v1alpha1.ReasonDependencyNotReady,
+		v1alpha1.ReasonDependencyRefused,
+		v1alpha1.ReasonDestinationError,
+		v1alpha1.ReasonDriftDetected,
+		v1alpha1.ReasonFieldConflict,
+		v1alpha1.ReasonForbidden,
+		v1alpha1.ReasonHandedOver,
+		v1alpha1.ReasonHandoverRefused,
+		v1alpha1.ReasonHealthCheckFailed,
+		v1alpha1.ReasonImmutableField,
+		v1alpha1.ReasonImmutableSet,
+		v1alpha1.ReasonInfrahubUnavailable,
+		v1alpha1.ReasonInvalidManifest,
+		v1alpha1.ReasonInvalidSource,
+		v1alpha1.ReasonManifestTooLarge,
+		v1alpha1.ReasonManifestUnavailable,
+		v1alpha1.ReasonNameTaken,
+		v1alpha1.ReasonNamespaceNotFound,
+		v1alpha1.ReasonNoConflict,
+		v1alpha1.ReasonNoDrift,
+		v1alpha1.ReasonNothingApplied,
+		v1alpha1.ReasonOwnedByOther,
+		v1alpha1.ReasonProgressing,
+		v1alpha1.ReasonPruneFailed,
+		v1alpha1.ReasonPruneHeld,
+		v1alpha1.ReasonPruneRefused,
+		v1alpha1.ReasonReconcileTimeout,
+		v1alpha1.ReasonReconciled,
+		v1alpha1.ReasonServiceAccountNotFound,
+		v1alpha1.ReasonServiceAccountRequired,
+		v1alpha1.ReasonSuspended,
+		v1alpha1.ReasonSynced,
+		v1alpha1.ReasonTooManyArtifacts,
+		v1alpha1.ReasonTooManyKinds,
+		v1alpha1.ReasonUnknownKind,
+		v1alpha1.ReasonUnmanagedExists,
+		v1alpha1.ReasonWaitingForCRD,
+	} {
+		m[r] = true
+	}
+	return m
+}()
+
+// reasonLabel is the reason label of a condition's reason.
+func reasonLabel(reason string) string {
+	if reason == "" || knownReasons[reason] {
+		return reason
+	}
+	return "other"
+}
+
 // conditionKey is one series of vidra_resource_conditions.
 type conditionKey struct{ namespace, typ, status, reason string }
 
@@ -97,7 +164,7 @@ func resourceStatus(resources []*v1alpha1.VidraResource, now time.Time) (counts 
 				}
 				continue
 			}
-			counts[conditionKey{ns, typ, string(cond.Status), cond.Reason}]++
+			counts[conditionKey{ns, typ, string(cond.Status), reasonLabel(cond.Reason)}]++
 		}
 		if age := notReadyFor(vr.Status.Conditions, vr.CreationTimestamp, now); age > notReady[ns] && !vr.Spec.Suspend {
 			notReady[ns] = age

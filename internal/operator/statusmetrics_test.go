@@ -4,6 +4,12 @@
 package operator
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +65,52 @@ func TestResourceStatusIsPerNamespaceAndAgesNotReady(t *testing.T) {
 		if counts[k] != want {
 			t.Errorf("count %v = %d, want %d", k, counts[k], want)
 		}
+	}
+}
+
+// Every Reason constant of the API is a known reason, so that none reads
+// as "other"; and a reason nobody declared does.
+func TestKnownReasonsAreEveryReason(t *testing.T) {
+	// Tests run in their package's directory.
+	files, _ := filepath.Glob(filepath.Join("..", "..", "pkg/apis/infrahub/v1alpha1/*.go"))
+	fset := token.NewFileSet()
+	seen := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if !strings.HasPrefix(name.Name, "Reason") || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok {
+						continue
+					}
+					value, _ := strconv.Unquote(lit.Value)
+					seen++
+					if reasonLabel(value) != value {
+						t.Errorf("v1alpha1.%s (%q) is not in knownReasons: add it", name.Name, value)
+					}
+				}
+			}
+		}
+	}
+	if seen < 40 {
+		t.Errorf("found %d Reason constants, want the API's (40 or more)", seen)
+	}
+	if got := reasonLabel("MadeUpByATenant"); got != "other" {
+		t.Errorf("an undeclared reason is labelled %q, want other", got)
 	}
 }
