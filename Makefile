@@ -10,7 +10,7 @@ CONTROLPLANE := $(BIN)/controlplane/$(K8S_VERSION)
 # the slowest package with its own control plane on a 2-core machine.
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
-.PHONY: all build install-plugin test unit verify generate controlplane prereqs run bench fmt vet clean
+.PHONY: all build install-plugin test unit verify generate controlplane tools prereqs run bench fmt vet clean
 
 # make run's listen addresses for Vidra's /metrics and probes.
 METRICS_ADDR ?= 127.0.0.1:18080
@@ -38,13 +38,19 @@ install-plugin:
 controlplane: prereqs
 	bash hack/controlplane/build.sh
 
+## tools: helm and promtool for the chart and alert tests (test/chart),
+## built from the Go module proxy into bin/tools and cached like the
+## control plane.
+tools: prereqs
+	bash hack/tools/build.sh
+
 ## prereqs: what the machine must have (Go version, tools); says what is missing.
 prereqs:
 	@bash hack/prereqs.sh
 
 ## test: everything CI runs: static checks, generated-code check, then all
 ## tests against a real control plane, with the race detector.
-test: prereqs controlplane verify
+test: prereqs controlplane tools verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
 
 ## unit: the tests that need no control plane (pure logic), in seconds;

@@ -51,3 +51,5 @@ kube::codegen::gen_client \
 # The CRD comes from the same Go types, so the schema cannot drift from them.
 (cd hack/tools && go build -o "$GOBIN/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen)
 "$GOBIN/controller-gen" crd:crdVersions=v1 paths=./pkg/apis/... output:crd:dir=./manifests/crd
+# The Helm chart installs the same CRDs (test/chart checks them).
+rm -f charts/vidra/crds/*.yaml && cp manifests/crd/*.yaml charts/vidra/crds/

@@ -19,7 +19,7 @@ done | tar -cf - --null -T - | tar -xf - -C "$tmp"
 (cd "$tmp" && bash hack/update-codegen.sh >/dev/null)
 
 status=0
-for d in pkg/apis pkg/generated manifests/crd; do
+for d in pkg/apis pkg/generated manifests/crd charts/vidra/crds; do
   if ! diff -ruN "$d" "$tmp/$d" >"$tmp/diff.txt"; then
     echo "$d is out of date; run 'make generate'. Difference:"
     head -50 "$tmp/diff.txt"

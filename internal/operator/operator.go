@@ -313,6 +313,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	} else {
 		logSyncsOff(ctx)
 	}
+	o.registerStatusMetrics(opts.Metrics, served)
 	return o, nil
 }
 

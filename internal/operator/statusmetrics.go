@@ -1,0 +1,242 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package operator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
+)
+
+// The alerts (docs/operations.md) ask how long a resource has not been
+// Ready, how many are stalled or fight over fields, and how long a sync
+// has failed compared with its interval: what the status conditions say,
+// which counters cannot. statusCollector reads them from the informers'
+// caches at each scrape (no request to the API server), and reports them
+// per namespace, so that the series are bounded by the namespaces, not by
+// the resources; a sync's series are per sync, as syncs are few and each
+// has an interval of its own.
+type statusCollector struct {
+	resources func() []*v1alpha1.VidraResource
+	// syncs is nil when the API server does not serve InfrahubSyncs.
+	syncs func() []*v1alpha1.InfrahubSync
+	// syncInterval is the interval of a sync that sets none.
+	syncInterval func() time.Duration
+	now          func() time.Time
+
+	conditions, notReady, syncNotReady, intervalDesc *prometheus.Desc
+}
+
+func newStatusCollector(resources listers.VidraResourceLister, syncs listers.InfrahubSyncLister, syncInterval func() time.Duration) *statusCollector {
+	c := &statusCollector{
+		resources: func() []*v1alpha1.VidraResource {
+			l, _ := resources.List(labels.Everything())
+			return l
+		},
+		syncInterval: syncInterval,
+		now:          time.Now,
+		conditions: prometheus.NewDesc("vidra_resource_conditions",
+			"VidraResources by namespace, condition type (Ready, Stalled, Conflict, Drifted), status and reason.",
+			[]string{"namespace", "type", "status", "reason"}, nil),
+		notReady: prometheus.NewDesc("vidra_resource_not_ready_seconds",
+			"The longest time a VidraResource of the namespace has not been Ready (0 when all are), by the Ready condition's last transition; suspended ones are left out.",
+			[]string{"namespace"}, nil),
+		syncNotReady: prometheus.NewDesc("vidra_infrahubsync_not_ready_seconds",
+			"How long the InfrahubSync has not been Ready (0 while it is), by the Ready condition's last transition.",
+			[]string{"namespace", "name"}, nil),
+		intervalDesc: prometheus.NewDesc("vidra_infrahubsync_interval_seconds",
+			"The InfrahubSync's poll interval (spec.interval, or the operator's requeueSyncAfter).",
+			[]string{"namespace", "name"}, nil),
+	}
+	if syncs != nil {
+		c.syncs = func() []*v1alpha1.InfrahubSync {
+			l, _ := syncs.List(labels.Everything())
+			return l
+		}
+	}
+	return c
+}
+
+// reportedConditions are the condition types vidra_resource_conditions
+// counts: the ones an alert or a dashboard panel reads.
+var reportedConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled, v1alpha1.ConditionConflict, v1alpha1.ConditionDrifted}
+
+// Describe implements prometheus.Collector.
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.conditions
+	ch <- c.notReady
+	ch <- c.syncNotReady
+	ch <- c.intervalDesc
+}
+
+// knownReasons are the condition reasons the operator writes. A reason
+// label outside them is "other": status is the operator's to write, but
+// whoever may write it otherwise must not be able to add series.
+// TestKnownReasonsAreEveryReason keeps the list whole.
+var knownReasons = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range []string{
+		v1alpha1.ReasonAdopted,
+		v1alpha1.ReasonAllCurrent,
+		v1alpha1.ReasonApplyFailed,
+		v1alpha1.ReasonArtifactsNotApplied,
+		v1alpha1.ReasonCacheBudgetExceeded,
+		v1alpha1.ReasonCredentialsUnavailable,
+		v1alpha1.ReasonDegraded,
+		v1alpha1.ReasonDeleting,
+		v1alpha1.ReasonDependencyCycle,
+		v1alpha1.ReasonDependencyNotReady,
+		v1alpha1.ReasonDependencyRefused,
+		v1alpha1.ReasonDestinationError,
+		v1alpha1.ReasonDriftDetected,
+		v1alpha1.ReasonFieldConflict,
+		v1alpha1.ReasonForbidden,
+		v1alpha1.ReasonHandedOver,
+		v1alpha1.ReasonHandoverRefused,
+		v1alpha1.ReasonHealthCheckFailed,
+		v1alpha1.ReasonImmutableField,
+		v1alpha1.ReasonImmutableSet,
+		v1alpha1.ReasonInfrahubUnavailable,
+		v1alpha1.ReasonInvalidManifest,
+		v1alpha1.ReasonInvalidSource,
+		v1alpha1.ReasonManifestTooLarge,
+		v1alpha1.ReasonManifestUnavailable,
+		v1alpha1.ReasonNameTaken,
+		v1alpha1.ReasonNamespaceNotFound,
+		v1alpha1.ReasonNoConflict,
+		v1alpha1.ReasonNoDrift,
+		v1alpha1.ReasonNothingApplied,
+		v1alpha1.ReasonOwnedByOther,
+		v1alpha1.ReasonProgressing,
+		v1alpha1.ReasonPruneFailed,
+		v1alpha1.ReasonPruneHeld,
+		v1alpha1.ReasonPruneRefused,
+		v1alpha1.ReasonReconcileTimeout,
+		v1alpha1.ReasonReconciled,
+		v1alpha1.ReasonServiceAccountNotFound,
+		v1alpha1.ReasonServiceAccountRequired,
+		v1alpha1.ReasonSuspended,
+		v1alpha1.ReasonSynced,
+		v1alpha1.ReasonTooManyArtifacts,
+		v1alpha1.ReasonTooManyKinds,
+		v1alpha1.ReasonUnknownKind,
+		v1alpha1.ReasonUnmanagedExists,
+		v1alpha1.ReasonWaitingForCRD,
+	} {
+		m[r] = true
+	}
+	return m
+}()
+
+// reasonLabel is the reason label of a condition's reason.
+func reasonLabel(reason string) string {
+	if reason == "" || knownReasons[reason] {
+		return reason
+	}
+	return "other"
+}
+
+// conditionKey is one series of vidra_resource_conditions.
+type conditionKey struct{ namespace, typ, status, reason string }
+
+// resourceStatus is what the collector reports of a set of resources: a
+// pure function of them and the time, which the tests table.
+func resourceStatus(resources []*v1alpha1.VidraResource, now time.Time) (counts map[conditionKey]int, notReady map[string]time.Duration) {
+	counts = map[conditionKey]int{}
+	notReady = map[string]time.Duration{}
+	for _, vr := range resources {
+		ns := vr.Namespace
+		if _, ok := notReady[ns]; !ok {
+			notReady[ns] = 0
+		}
+		for _, typ := range reportedConditions {
+			cond := meta.FindStatusCondition(vr.Status.Conditions, typ)
+			if cond == nil {
+				if typ == v1alpha1.ConditionReady {
+					counts[conditionKey{ns, typ, string(metav1.ConditionUnknown), ""}]++
+				}
+				continue
+			}
+			counts[conditionKey{ns, typ, string(cond.Status), reasonLabel(cond.Reason)}]++
+		}
+		if age := notReadyFor(vr.Status.Conditions, vr.CreationTimestamp, now); age > notReady[ns] && !vr.Spec.Suspend {
+			notReady[ns] = age
+		}
+	}
+	return counts, notReady
+}
+
+// notReadyFor is how long the object has not been Ready: since the Ready
+// condition left True, or since its creation when it has none yet.
+func notReadyFor(conds []metav1.Condition, created metav1.Time, now time.Time) time.Duration {
+	since := created.Time
+	if cond := meta.FindStatusCondition(conds, v1alpha1.ConditionReady); cond != nil {
+		if cond.Status == metav1.ConditionTrue {
+			return 0
+		}
+		since = cond.LastTransitionTime.Time
+	}
+	if since.IsZero() || now.Before(since) {
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// Collect implements prometheus.Collector.
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	counts, notReady := resourceStatus(c.resources(), now)
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.conditions, prometheus.GaugeValue, float64(n), k.namespace, k.typ, k.status, k.reason)
+	}
+	for ns, age := range notReady {
+		ch <- prometheus.MustNewConstMetric(c.notReady, prometheus.GaugeValue, age.Seconds(), ns)
+	}
+	if c.syncs == nil {
+		return
+	}
+	def := c.syncInterval()
+	for _, s := range c.syncs() {
+		interval := def
+		if s.Spec.Interval != nil && s.Spec.Interval.Duration > 0 {
+			interval = s.Spec.Interval.Duration
+		}
+		ch <- prometheus.MustNewConstMetric(c.intervalDesc, prometheus.GaugeValue, interval.Seconds(), s.Namespace, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.syncNotReady, prometheus.GaugeValue,
+			notReadyFor(s.Status.Conditions, s.CreationTimestamp, now).Seconds(), s.Namespace, s.Name)
+	}
+}
+
+// leadingGauge is 1 while this replica reconciles (it leads, is a shard
+// member, or runs without leader election): the sum over the replicas is
+// the alert "no leader".
+func leadingGauge(leading func() bool) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vidra_leading",
+		Help: "1 while this replica reconciles (leads, is a shard member, or runs without leader election), else 0.",
+	}, func() float64 {
+		if leading() {
+			return 1
+		}
+		return 0
+	})
+}
+
+// registerStatusMetrics registers vidra_leading and the status collector;
+// syncsServed says whether InfrahubSyncs have a cache to read.
+func (o *Operator) registerStatusMetrics(reg prometheus.Registerer, syncsServed bool) {
+	var syncs listers.InfrahubSyncLister
+	if syncsServed {
+		syncs = o.factory.Infrahub().V1alpha1().InfrahubSyncs().Lister()
+	}
+	reg.MustRegister(leadingGauge(o.leading.Load),
+		newStatusCollector(o.factory.Infrahub().V1alpha1().VidraResources().Lister(), syncs,
+			func() time.Duration { return o.Config.Current().RequeueSyncAfter }))
+}
