@@ -20,14 +20,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
 	"net"
-	"os"
-	"crypto/tls"
 	"net/http"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
