@@ -55,6 +55,9 @@ type floodResult struct {
 	RSSBeforeMiB     float64        `json:"rssBeforeMiB"`
 	RSSAfterMiB      float64        `json:"rssAfterMiB"`
 	Verdicts         map[string]int `json:"verdicts"`
+	// CPUSeconds are the CPU seconds of the operator ("vidra") and of the
+	// control plane's processes during the flood.
+	CPUSeconds map[string]float64 `json:"cpuSeconds"`
 }
 
 // idleWebhook is what an idle sync with a webhook asked of Infrahub.
@@ -96,7 +99,7 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 	res.Meta.Notes = []string{
 		"Webhooks: the stand-in Infrahub runs in the benchmark's process and posts each artifact change, signed (compact, Infrahub ≥ 1.7.5), to the operator's receiver over TLS on the loopback; the operator runs as its own process. One sync with spec.webhook and no interval (10m by default), artefactName of N artifacts, each one ConfigMap.",
 		"Change latency: one artifact at a time gets new content (SetArtifact, which posts the webhook) 600 ms after the previous change was applied (the per-sync limit is two webhook passes a second); the clock stops at the ConfigMap's watch event carrying the new value.",
-		"Flood: forged requests (a wrong key, a fresh timestamp and webhook-id each, the sync's own path) from 16 keep-alive connections, paced at the rate asked, while the changes above go on.",
+		"Flood: forged requests (a wrong key, a fresh timestamp and webhook-id each, the sync's own path) from 64 keep-alive connections, paced at the rate asked, while the changes above go on.",
 	}
 	binary := o.vidra
 	if binary == "" {
@@ -128,7 +131,7 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 	hookURL := "https://" + hookAddr + webhook.PathPrefix + ns + "/bench"
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the receiver's certificate is self-signed
-		MaxIdleConnsPerHost: 32,
+		MaxIdleConnsPerHost: 64,
 	}}
 	s := standin.New(standin.Options{})
 	s.AddUser("vidra", "s3cret")
@@ -204,6 +207,7 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 
 	logf("flood: %d forged requests a second for %s, changes going on", o.webhookFloodRate, o.webhookFlood)
 	rss0, _, _ := c.op.RSSBytes()
+	cpu0 := c.cpu()
 	s.ResetCounts()
 	floodCtx, stopFlood := context.WithTimeout(ctx, o.webhookFlood)
 	var sent, refused atomic.Int64
@@ -223,9 +227,10 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 	wg.Wait()
 	stopFlood()
 	secs := time.Since(start).Seconds()
+	cpu := c.cpu().since(cpu0)
 	rss1, _, _ := c.op.RSSBytes()
 	res.Flood = floodResult{Seconds: round(secs, 1), Sent: sent.Load(), Refused: refused.Load(), RatePerSecond: round(float64(sent.Load())/secs, 0),
-		Change: stats(floodLat), InfrahubRequests: s.Counts(), RSSBeforeMiB: round(float64(rss0)/(1<<20), 1), RSSAfterMiB: round(float64(rss1)/(1<<20), 1), Verdicts: map[string]int{}}
+		Change: stats(floodLat), InfrahubRequests: s.Counts(), RSSBeforeMiB: round(float64(rss0)/(1<<20), 1), RSSAfterMiB: round(float64(rss1)/(1<<20), 1), Verdicts: map[string]int{}, CPUSeconds: cpu}
 	if m, err := c.op.Metrics(ctx); err == nil {
 		for _, smp := range m["vidra_infrahubsync_webhooks_total"] {
 			res.Flood.Verdicts[smp.Labels["verdict"]] = int(smp.Value)
@@ -258,10 +263,10 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 	return res, os.WriteFile(filepath.Join(o.out, "webhook-latest.json"), append(data, '\n'), 0o644)
 }
 
-// flood sends forged requests at rate a second until ctx ends, from 16
-// workers; wg waits for them.
+// flood sends forged requests at rate a second until ctx ends, from 64
+// workers (64); wg waits for them.
 func flood(ctx context.Context, wg *sync.WaitGroup, client *http.Client, url string, rate int, sent, refused *atomic.Int64) {
-	const workers = 16
+	const workers = 64
 	ticks := make(chan int64, rate)
 	wg.Go(func() {
 		defer close(ticks)
@@ -329,6 +334,7 @@ func webhookMarkdown(r *webhookResult) string {
 	fmt.Fprintf(&b, "| changes during the flood, p50 / p99 / max | %.0f / %.0f / %.0f ms |\n", f.Change.P50, f.Change.P99, f.Change.Max)
 	fmt.Fprintf(&b, "| Infrahub requests during the flood | %d (the changes' downloads: %d) |\n", f.InfrahubRequests.Total(), f.InfrahubRequests.Download)
 	fmt.Fprintf(&b, "| operator RSS before → after the flood | %.1f → %.1f MiB |\n", f.RSSBeforeMiB, f.RSSAfterMiB)
+	fmt.Fprintf(&b, "| operator CPU during the flood | %.2f s in %.0f s (%.2f ms a request) |\n", f.CPUSeconds["vidra"], f.Seconds, f.CPUSeconds["vidra"]*1000/float64(max(f.Sent, 1)))
 	fmt.Fprintf(&b, "| idle, %.0f s: requests to Infrahub | %d |\n", r.Idle.WindowSeconds, r.Idle.Counts.Total())
 	fmt.Fprintf(&b, "| idle requests to Infrahub per hour and sync | %.0f with a webhook (one query per 10m) vs %.0f polling only (one per 1m) |\n", r.Idle.PerHour, r.Idle.PollingPerHour)
 	return b.String()
