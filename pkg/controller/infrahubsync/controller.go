@@ -137,7 +137,10 @@ type Controller struct {
 	// per sync with a webhook.
 	hints           map[cache.ObjectName]*hints
 	lastWebhookPass map[cache.ObjectName]time.Time
-	webhooks        *webhook.Registry
+	// lastPoll is when each sync with a webhook last asked for its whole
+	// list (see pollDue).
+	lastPoll map[cache.ObjectName]time.Time
+	webhooks *webhook.Registry
 }
 
 // NewController registers the handlers on the informers; start them, then
@@ -172,6 +175,7 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 
 		hints:           map[cache.ObjectName]*hints{},
 		lastWebhookPass: map[cache.ObjectName]time.Time{},
+		lastPoll:        map[cache.ObjectName]time.Time{},
 		webhooks:        col.Webhooks,
 	}
 	c.queue, c.limiter = c.newQueue()

@@ -65,12 +65,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName, trigger Tri
 	isrc := c.infrahubSource(sync)
 	whKey := c.webhookKey(ctx, sync, trigger)
 	defer func() { c.publish(sync, whKey, st) }()
-	if trigger == TriggerWebhook && c.targeted(sync, hinted) {
+	if trigger == TriggerWebhook && c.targeted(sync, hinted) && !c.pollDue(key, c.interval(sync)) {
 		err := c.syncHinted(ctx, sync, isrc, src, hinted, st)
 		if werr := c.writeStatus(ctx, sync, st); werr != nil {
 			err = errors.Join(err, werr)
 		}
 		return next, err
+	}
+	if whKey != nil {
+		c.polled(key)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, apiTimeout+infrahub.DefaultTimeout)
 	listed, err := src.Artifacts(callCtx, isrc)

@@ -78,11 +78,31 @@ func (c *Controller) takeHints(key cache.ObjectName, trigger Trigger) *hints {
 	return h
 }
 
+// pollDue reports whether the sync of key last asked Infrahub for its
+// whole list at least interval ago (or never, here). A webhook pass that finds the poll due makes a whole pass
+// instead: a stream of webhooks never holds back the poll that catches
+// deletions, and a poll's timer that fires with a webhook's trigger noted
+// still polls.
+func (c *Controller) pollDue(key cache.ObjectName, interval time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.lastPoll[key]
+	return !ok || c.clock.Since(last) >= interval
+}
+
+// polled notes a whole pass of the sync of key.
+func (c *Controller) polled(key cache.ObjectName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastPoll[key] = c.clock.Now()
+}
+
 // forgetWebhook drops what is held for the webhooks of a sync that went.
 func (c *Controller) forgetWebhook(key cache.ObjectName) {
 	c.mu.Lock()
 	delete(c.hints, key)
 	delete(c.lastWebhookPass, key)
+	delete(c.lastPoll, key)
 	c.mu.Unlock()
 	if c.webhooks != nil {
 		c.webhooks.Remove(key)
