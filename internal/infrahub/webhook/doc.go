@@ -15,7 +15,9 @@
 //   - what is not a bounded JSON POST is refused before it is read;
 //   - a timestamp outside ±5 minutes, a sync the Registry does not hold,
 //     a signature that does not verify and a webhook-id seen before all get
-//     the same 401, so that nobody learns which syncs exist;
+//     the same 401, after the same work (an unknown sync's request is
+//     verified against a random key), so that nobody learns which syncs
+//     exist;
 //   - a verified event that names an artifact the sync holds (or any
 //     created event of the sync's branch) wakes the sync through Wake;
 //     anything else verified is acknowledged and ignored.

@@ -4,6 +4,7 @@
 package webhook
 
 import (
+	"crypto/rand"
 	"errors"
 	"io"
 	"mime"
@@ -82,6 +83,8 @@ type Receiver struct {
 	clock   clock.PassiveClock
 	replays *replayCache
 	total   *prometheus.CounterVec
+	// decoy is a random key, verified against for unknown syncs.
+	decoy []byte
 }
 
 // NewReceiver returns a Receiver; serve it at PathPrefix.
@@ -95,7 +98,9 @@ func NewReceiver(opts Options) *Receiver {
 	if opts.Wake == nil {
 		opts.Wake = func(cache.ObjectName, Wake) {}
 	}
-	r := &Receiver{opts: opts, clock: opts.Clock, replays: newReplayCache(opts.ReplayEntries),
+	decoy := make([]byte, 32)
+	_, _ = rand.Read(decoy)
+	r := &Receiver{opts: opts, clock: opts.Clock, replays: newReplayCache(opts.ReplayEntries), decoy: decoy,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vidra_infrahubsync_webhooks_total",
 			Help: "Webhook requests received from Infrahub, by verdict (accepted, bad_signature, stale, replay, unknown, ignored, malformed).",
@@ -156,10 +161,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (Verdict, cac
 	case CheckStale:
 		return r.refuse(w, Stale), key
 	}
-	entry, ok := r.opts.Registry.Get(key)
-	if !ok {
-		return r.refuse(w, Unknown), key
-	}
+	entry, known := r.opts.Registry.Get(key)
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -169,6 +171,12 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) (Verdict, cac
 			http.Error(w, "cannot read the body", http.StatusBadRequest)
 		}
 		return Malformed, key
+	}
+	if !known {
+		// The same work as for a sync that exists, with a key no one
+		// holds: neither the answer nor its time tells which syncs exist.
+		Verify(r.decoy, h, body, now)
+		return r.refuse(w, Unknown), key
 	}
 	switch Verify(entry.Key, h, body, now) {
 	case CheckValid, CheckValidSpaced:
