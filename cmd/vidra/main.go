@@ -59,6 +59,8 @@ type flags struct {
 	metricsAddr           string
 	metricsSecure         bool
 	metricsCertDir        string
+	webhookAddr           string
+	webhookCertDir        string
 	probeAddr             string
 	memoryLimit           string
 	leaderElect           bool
@@ -109,6 +111,8 @@ func main() {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over TLS, only to requests with a bearer token whose identity may get the non-resource URL /metrics (checked with a TokenReview and a SubjectAccessReview); the install turns it on")
 	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for --metrics-secure (e.g. a cert-manager Secret), read again when they change; empty means a self-signed certificate generated at start")
+	fs.StringVar(&f.webhookAddr, "webhook-bind-address", "", "address of the receiver of Infrahub's artifact webhooks (TLS), at /hooks/infrahub/{namespace}/{name}; empty or 0 turns it off (docs/infrahub.md); the install turns it on")
+	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key for --webhook-bind-address, read again when they change; empty means a self-signed certificate generated at start")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 	// 48Mi: the cache of 4,000 objects leaves a live heap near 20 MiB, and a
 	// higher floor only lets garbage pile up before the collector runs
@@ -201,6 +205,8 @@ func run(ctx context.Context, f flags) error {
 		MetricsAddr:    f.metricsAddr,
 		MetricsSecure:  f.metricsSecure,
 		MetricsCertDir: f.metricsCertDir,
+		WebhookAddr:    f.webhookAddr,
+		WebhookCertDir: f.webhookCertDir,
 		ProbeAddr:      f.probeAddr,
 		LeaderElection: operator.LeaderElection{
 			Enabled:       f.leaderElect,

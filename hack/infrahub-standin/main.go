@@ -13,16 +13,20 @@
 //
 // It logs in admin / infrahub (Infrahub's own defaults) unless told
 // otherwise, accepts --token as X-INFRAHUB-KEY, and prints its URL once it
-// serves. Ctrl-C stops it.
+// serves. With --webhook-url it posts each artifact change there, signed
+// with --webhook-shared-key as Infrahub's CoreStandardWebhook does
+// (--webhook-signing picks the Infrahub version's form). Ctrl-C stops it.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,7 +55,8 @@ func (a *artifactFlags) Set(v string) error {
 
 type options struct {
 	addr, user, password, token, name, branch, certOut string
-	tls                                                bool
+	webhookURL, webhookKey, webhookSigning             string
+	tls, webhookInsecure                               bool
 	accessLifetime, reload                             time.Duration
 	artifacts                                          artifactFlags
 }
@@ -69,6 +74,10 @@ func main() {
 	flag.StringVar(&o.certOut, "cert-out", "", "with --tls, write the certificate (PEM) there, for an InfrahubSync's caSecretRef")
 	flag.DurationVar(&o.accessLifetime, "access-token-lifetime", standin.DefaultAccessLifetime, "the life of an access token")
 	flag.DurationVar(&o.reload, "reload", time.Second, "how often the files are read again")
+	flag.StringVar(&o.webhookURL, "webhook-url", "", "post every artifact change there, as a CoreStandardWebhook of node_kind CoreArtifact; empty sends none")
+	flag.StringVar(&o.webhookKey, "webhook-shared-key", "", "the webhook's shared_key")
+	flag.StringVar(&o.webhookSigning, "webhook-signing", "compact", "compact (Infrahub ≥ 1.7.5), spaced (1.2.10–1.6.x) or 1.7.0 (1.7.0–1.7.4: signed spaced, sent compact)")
+	flag.BoolVar(&o.webhookInsecure, "webhook-insecure-skip-verify", false, "do not verify the receiver's certificate (the webhook's validate_certificates: false), for a self-signed one")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -89,6 +98,17 @@ func run(ctx context.Context, o options) error {
 	}
 	s := standin.New(standin.Options{TLS: o.tls, Listener: l, AccessLifetime: o.accessLifetime, DefaultBranch: o.branch})
 	s.AddUser(o.user, o.password)
+	if o.webhookURL != "" {
+		signing, err := standin.ParseSigning(o.webhookSigning)
+		if err != nil {
+			return err
+		}
+		client := &http.Client{Timeout: 10 * time.Second}
+		if o.webhookInsecure {
+			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the webhook's validate_certificates: false, asked for by flag
+		}
+		s.AddWebhook(standin.Webhook{URL: o.webhookURL, SharedKey: o.webhookKey, Branch: o.branch, Signing: signing, Client: client, RetryDelay: 10 * time.Second})
+	}
 	if o.token != "" {
 		s.AddToken(o.token)
 	}

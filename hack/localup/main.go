@@ -50,13 +50,23 @@ type options struct {
 // manifests/samples/infrahub/sync.yaml says.
 const standinAddr = "127.0.0.1:18090"
 
+// webhookAddr is where Vidra receives the stand-in's webhooks, and
+// webhookKey their shared key, as manifests/samples/infrahub/sync.yaml says.
+const (
+	webhookAddr = "127.0.0.1:18443"
+	webhookKey  = "sample-shared-key"
+)
+
 // startStandin copies the sample artifacts to dir, where a person edits
 // them, and serves them with the stand-in Infrahub until ctx ends.
 func startStandin(ctx context.Context, root, bin, dir string) (*exec.Cmd, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args := []string{"--addr", standinAddr, "--artifact-name", "vidra-sample"}
+	args := []string{"--addr", standinAddr, "--artifact-name", "vidra-sample",
+		// Vidra's receiver serves a self-signed certificate here.
+		"--webhook-url", "https://" + webhookAddr + "/hooks/infrahub/vidra-system/sample-sync",
+		"--webhook-shared-key", webhookKey, "--webhook-insecure-skip-verify"}
 	for i, name := range []string{"router-1", "router-2"} {
 		data, err := os.ReadFile(filepath.Join(root, "manifests/samples/infrahub", name+".yaml"))
 		if err != nil {
@@ -126,8 +136,9 @@ func run(ctx context.Context, o options) error {
 		args := []string{"--kubeconfig", kubeconfig, "--namespace", "vidra-system",
 			"--log-format", "console", "--metrics-bind-address", o.metricsAddr, "--health-probe-bind-address", o.probeAddr}
 		if o.standin != "" {
-			// The stand-in serves plain http on the loopback.
-			args = append(args, "--allow-http-destinations")
+			// The stand-in serves plain http on the loopback, and posts
+			// its webhooks to the receiver.
+			args = append(args, "--allow-http-destinations", "--webhook-bind-address", webhookAddr)
 		}
 		vidra = exec.CommandContext(ctx, o.vidra, args...)
 		vidra.Stdout, vidra.Stderr = os.Stdout, os.Stderr
@@ -171,15 +182,18 @@ func run(ctx context.Context, o options) error {
 
 	if o.standin != "" {
 		fmt.Printf(`
-An InfrahubSync polls a stand-in Infrahub (%s) every 10s. Change an artifact
-and watch it arrive:
+An InfrahubSync follows a stand-in Infrahub (%s): each change of an artifact
+is posted, signed, to Vidra's webhook receiver (https://%s), which wakes the
+sync for that artifact alone; the poll (every 1m here) catches deletions,
+for which Infrahub sends no event. Change an artifact and watch it arrive:
 
   kubectl vidra tree infrahubsync/sample-sync -n vidra-system
   sed -i 's/10.0.0.1/10.0.0.2/' %s
   kubectl get configmap router-1-config -n vidra-system -o yaml -w
-  rm %s                   # the artifact leaves Infrahub: its resource goes
+  rm %s                   # the artifact leaves Infrahub: its resource goes at the next poll
   kubectl vidra sync sample-sync -n vidra-system  # poll now
-`, standinAddr, filepath.Join(artifactsDir, "router-1.yaml"), filepath.Join(artifactsDir, "router-2.yaml"))
+  curl -s http://%s/metrics | grep -E 'vidra_infrahubsync_(webhooks|reconciles)_total'
+`, standinAddr, webhookAddr, filepath.Join(artifactsDir, "router-1.yaml"), filepath.Join(artifactsDir, "router-2.yaml"), o.metricsAddr)
 	}
 
 	bin := filepath.Join(root, "bin", "controlplane", testenv.KubernetesVersion)

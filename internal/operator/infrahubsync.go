@@ -73,6 +73,7 @@ func (o *Operator) newSyncController(ctx context.Context, kube kubernetes.Interf
 		Resources: o.factory.Infrahub().V1alpha1().VidraResources(),
 		Sources:   factory,
 		Secrets:   infrahubsync.NewSecretReader(kube, cfg),
+		Webhooks:  o.webhooks,
 	}, infrahubsync.Options{
 		Namespace:             opts.Namespace,
 		TrustedNamespaces:     opts.TrustedNamespaces,

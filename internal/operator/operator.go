@@ -30,6 +30,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/cachecharge"
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/infrahub/webhook"
 	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/pkg/controller"
 	"github.com/vidra-operator/vidra/pkg/controller/infrahubsync"
@@ -96,6 +97,12 @@ type Options struct {
 	// MetricsCertDir holds tls.crt and tls.key for MetricsSecure; empty
 	// means a self-signed certificate generated at start.
 	MetricsCertDir string
+	// WebhookAddr is the listen address of the receiver of Infrahub's
+	// webhooks (TLS); empty or "0" turns it off.
+	WebhookAddr string
+	// WebhookCertDir holds tls.crt and tls.key for the receiver; empty
+	// means a self-signed certificate generated at start.
+	WebhookCertDir string
 	// LeaderElection makes only one of several replicas reconcile.
 	LeaderElection LeaderElection
 	// Sharding divides the VidraResources between replicas instead.
@@ -150,12 +157,17 @@ type Operator struct {
 	member      *shard.Member
 	// reviews sends the token reviews of MetricsSecure.
 	reviews kubernetes.Interface
+	// webhooks are the syncs' shared keys, written by the sync controller;
+	// receiver reads them (nil when --webhook-bind-address is off).
+	webhooks *webhook.Registry
+	receiver *webhook.Receiver
 
 	// served are the addresses the metrics and probe servers listen on,
 	// once Run has started them: with port 0 in the options, the kernel's
 	// choice, which a caller cannot know otherwise.
 	servedMu                    sync.Mutex
 	servedMetrics, servedProbes string
+	servedWebhook               string
 }
 
 // ServedAddrs returns the addresses the metrics and probe servers listen
@@ -208,7 +220,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = prometheus.NewRegistry()
 	}
-	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube}
+	o := &Operator{opts: opts, broadcaster: broadcaster, kube: kube, webhooks: webhook.NewRegistry()}
+	o.receiver = o.newWebhookReceiver(ctx)
 	if opts.MetricsSecure {
 		if o.reviews, err = newReviewClient(kubeConfig); err != nil {
 			return nil, err

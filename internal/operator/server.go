@@ -200,6 +200,10 @@ func (o *Operator) serve(ctx context.Context, le *elector) (servers, error) {
 		out.shutdown()
 		return nil, err
 	}
+	if err := o.serveWebhooks(ctx, start); err != nil {
+		out.shutdown()
+		return nil, err
+	}
 	return out, nil
 }
 

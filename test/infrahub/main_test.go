@@ -38,16 +38,18 @@ const operatorNamespace = "vidra-system"
 
 // trusted are the namespaces whose syncs act as the operator; tests that
 // need one take one of their own.
-var trusted = []string{operatorNamespace, "ihs-apply", "ihs-owners", "ihs-tokens", "ihs-faults", "ihs-bounds", "ihs-tls", "ihs-refresh"}
+var trusted = []string{operatorNamespace, "ihs-apply", "ihs-owners", "ihs-tokens", "ihs-faults", "ihs-bounds", "ihs-tls", "ihs-refresh", "ihs-webhooks", "ihs-webhook-poll"}
 
 // callTimeout is the Infrahub client's per-call timeout here: short, so
 // that a slow answer is a timeout within the test.
 const callTimeout = 2 * time.Second
 
 var (
-	env    *testenv.Env
-	kube   kubernetes.Interface
-	vidra  versioned.Interface
+	env   *testenv.Env
+	kube  kubernetes.Interface
+	vidra versioned.Interface
+	// op is the operator, for its webhook receiver's address and counts.
+	op     *operator.Operator
 	passes = &passCounter{counts: map[cache.ObjectName]*passCount{}}
 )
 
@@ -57,8 +59,11 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	kube = kubernetes.NewForConfigOrDie(e.Config)
 	vidra = versioned.NewForConfigOrDie(e.Config)
 	guard := destination.Guard{AllowHTTP: true}
-	_, stop, err := testenv.RunOperator(ctx, e, operator.Options{
+	var stop func()
+	var err error
+	op, stop, err = testenv.RunOperator(ctx, e, operator.Options{
 		Namespace:         operatorNamespace,
+		WebhookAddr:       "127.0.0.1:0",
 		TrustedNamespaces: trusted,
 		RemoteGuard:       guard,
 		Workers:           4,
@@ -75,7 +80,7 @@ func startOperator(ctx context.Context, e *testenv.Env) (func(), error) {
 	return stop, err
 }
 
-type passCount struct{ passes, failed int }
+type passCount struct{ passes, failed, webhook int }
 
 // passCounter counts the passes of each sync, and the failed ones.
 type passCounter struct {
@@ -83,7 +88,7 @@ type passCounter struct {
 	counts map[cache.ObjectName]*passCount
 }
 
-func (p *passCounter) record(key cache.ObjectName, _ infrahubsync.Trigger, err error) {
+func (p *passCounter) record(key cache.ObjectName, trigger infrahubsync.Trigger, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.counts[key]
@@ -92,6 +97,9 @@ func (p *passCounter) record(key cache.ObjectName, _ infrahubsync.Trigger, err e
 		p.counts[key] = c
 	}
 	c.passes++
+	if trigger == infrahubsync.TriggerWebhook {
+		c.webhook++
+	}
 	if err != nil {
 		c.failed++
 	}

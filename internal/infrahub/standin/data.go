@@ -118,6 +118,9 @@ func (s *Server) SetArtifact(branch string, a Artifact) Stored {
 	if change.Event != "" && s.opts.OnArtifactChange != nil {
 		s.opts.OnArtifactChange(change)
 	}
+	if change.Event != "" {
+		s.notify(change)
+	}
 	return out
 }
 

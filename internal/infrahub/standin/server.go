@@ -101,6 +101,15 @@ type Server struct {
 	queries     map[string]string
 	faults      map[Endpoint][]Fault
 	counts      Counts
+
+	// webhooks and their faults and counts (webhooks.go); wg tracks the
+	// deliveries in flight, which Close waits for.
+	webhooks                        []Webhook
+	webhookDrops, webhookDuplicates int
+	webhookDelays                   int
+	webhookDelay                    time.Duration
+	deliveries                      Deliveries
+	wg                              sync.WaitGroup
 }
 
 // New returns a Server, not yet serving: add users, tokens and artifacts,
@@ -178,6 +187,7 @@ func (s *Server) Close() {
 		if s.srv != nil {
 			s.srv.Close()
 		}
+		s.wg.Wait()
 	})
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/internal/infrahub/webhook"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
@@ -43,7 +44,9 @@ const (
 	TriggerInterval Trigger = "interval"
 )
 
-var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerChild, TriggerStartup, TriggerRetry, TriggerInterval}
+// A webhook ranks below every trigger that asks for a whole pass: the
+// artifacts it names are looked at then too.
+var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerChild, TriggerStartup, TriggerWebhook, TriggerRetry, TriggerInterval}
 
 // The bounds of a pass's waits. A worker waits for each call: Infrahub's
 // per-call timeout is set by the SourceFactory (see internal/operator);
@@ -100,8 +103,11 @@ type Collaborators struct {
 	Resources informers.VidraResourceInformer
 	// Sources builds a sync's ArtifactSource.
 	Sources SourceFactory
-	// Secrets reads credentials and CA Secrets.
+	// Secrets reads credentials, CA and webhook Secrets.
 	Secrets SecretReader
+	// Webhooks, if not nil, is told each sync's webhook key and artifacts
+	// after every pass, for the receiver of Infrahub's webhooks.
+	Webhooks *webhook.Registry
 }
 
 // Controller reconciles InfrahubSyncs.
@@ -127,6 +133,14 @@ type Controller struct {
 	// deleting are the UIDs of children the sync itself deletes: their
 	// deletion must not wake it for another query of Infrahub.
 	deleting map[types.UID]struct{}
+	// hints and lastWebhookPass are the webhooks' asks and rate limit,
+	// per sync with a webhook.
+	hints           map[cache.ObjectName]*hints
+	lastWebhookPass map[cache.ObjectName]time.Time
+	// lastPoll is when each sync with a webhook last asked for its whole
+	// list (see pollDue).
+	lastPoll map[cache.ObjectName]time.Time
+	webhooks *webhook.Registry
 }
 
 // NewController registers the handlers on the informers; start them, then
@@ -158,6 +172,11 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 		opts:      opts,
 		triggers:  map[cache.ObjectName]Trigger{},
 		deleting:  map[types.UID]struct{}{},
+
+		hints:           map[cache.ObjectName]*hints{},
+		lastWebhookPass: map[cache.ObjectName]time.Time{},
+		lastPoll:        map[cache.ObjectName]time.Time{},
+		webhooks:        col.Webhooks,
 	}
 	c.queue, c.limiter = c.newQueue()
 
@@ -187,6 +206,7 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 				// The garbage collector deletes its children; what Vidra
 				// holds for it goes now.
 				c.sources.drop(s.UID)
+				c.forgetWebhook(cache.MetaObjectToName(s))
 				c.enqueueObject(obj, TriggerEvent)
 			}
 		},
@@ -269,9 +289,13 @@ func (c *Controller) newQueue() (workqueue.TypedRateLimitingInterface[cache.Obje
 }
 
 // interval is the sync's poll period: spec.interval, else the config's
-// requeueSyncAfter, never under config.MinInterval.
+// requeueSyncAfter (DefaultWebhookInterval for a sync with a webhook, whose
+// poll is a safety net), never under config.MinInterval.
 func (c *Controller) interval(s *v1alpha1.InfrahubSync) time.Duration {
 	d := c.config().RequeueSyncAfter
+	if s.Spec.Webhook != nil {
+		d = v1alpha1.DefaultWebhookInterval
+	}
 	if s.Spec.Interval != nil {
 		d = s.Spec.Interval.Duration
 	}

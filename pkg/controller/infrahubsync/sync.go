@@ -25,8 +25,10 @@ import (
 // with backoff; what a retry cannot fix is reported in status and returns
 // nil, to wait for the next interval or a change of the sync.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName, trigger Trigger) (result, error) {
+	hinted := c.takeHints(key, trigger)
 	cached, err := c.syncs.InfrahubSyncs(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
+		c.forgetWebhook(key)
 		return result{}, nil
 	}
 	if err != nil {
@@ -41,6 +43,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName, trigger Tri
 	st := newStatus(sync, c.clock.Now())
 	if sync.Spec.Suspend {
 		c.sources.drop(sync.UID)
+		c.forgetWebhook(key)
 		st.suspended()
 		return result{}, c.writeStatus(ctx, sync, st)
 	}
@@ -60,6 +63,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName, trigger Tri
 		return next, err
 	}
 	isrc := c.infrahubSource(sync)
+	whKey := c.webhookKey(ctx, sync, trigger)
+	defer func() { c.publish(sync, whKey, st) }()
+	if trigger == TriggerWebhook && c.targeted(sync, hinted) && !c.pollDue(key, c.interval(sync)) {
+		err := c.syncHinted(ctx, sync, isrc, src, hinted, st)
+		if werr := c.writeStatus(ctx, sync, st); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		return next, err
+	}
+	if whKey != nil {
+		c.polled(key)
+	}
 	callCtx, cancel := context.WithTimeout(ctx, apiTimeout+infrahub.DefaultTimeout)
 	listed, err := src.Artifacts(callCtx, isrc)
 	cancel()

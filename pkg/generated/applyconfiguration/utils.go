@@ -72,6 +72,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &infrahubv1alpha1.VidraResourceStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VidraResourceTemplate"):
 		return &infrahubv1alpha1.VidraResourceTemplateApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WebhookSpec"):
+		return &infrahubv1alpha1.WebhookSpecApplyConfiguration{}
 
 	}
 	return nil

@@ -54,6 +54,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceSpec":     schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceStatus":   schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate": schema_pkg_apis_infrahub_v1alpha1_VidraResourceTemplate(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.WebhookSpec":           schema_pkg_apis_infrahub_v1alpha1_WebhookSpec(ref),
 		resource.Quantity{}.OpenAPIModelName():                                             schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -604,7 +605,7 @@ func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncSpec(ref common.ReferenceCall
 					},
 					"interval": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Interval is the period of the poll of Infrahub, a Go duration of at least 1s. Unset means the operator's requeueSyncAfter setting (1m by default). Polls are spread by up to 10 %.",
+							Description: "Interval is the period of the poll of Infrahub, a Go duration of at least 1s. Unset means the operator's requeueSyncAfter setting (1m by default), or 10m with a webhook. Polls are spread by up to 10 %.",
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
@@ -613,6 +614,12 @@ func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncSpec(ref common.ReferenceCall
 							Description: "QueryName is the stored query (a CoreGraphQLQuery in Infrahub) that lists the artifacts, given the variable artifactname. Unset means the operator's queryName setting (ArtifactIDs by default).",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"webhook": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Webhook lets Infrahub's signed artifact webhooks wake the sync (at /hooks/infrahub/{namespace}/{name} of the operator's receiver); the poll stays, every 10m by default, for deletions and lost deliveries.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.WebhookSpec"),
 						},
 					},
 					"template": {
@@ -634,7 +641,7 @@ func schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncSpec(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate", v1.Duration{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResourceTemplate", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.WebhookSpec", v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1419,6 +1426,29 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceTemplate(ref common.Referenc
 		},
 		Dependencies: []string{
 			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule", v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_WebhookSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "WebhookSpec configures the webhooks of an InfrahubSync.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"secretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretRef names a Secret of the sync's namespace whose key sharedKey is the shared_key of the CoreStandardWebhook in Infrahub. Outside the trusted namespaces it is read only if spec.template.serviceAccountName may get it.",
+							Default:     map[string]interface{}{},
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference"),
+						},
+					},
+				},
+				Required: []string{"secretRef"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference"},
 	}
 }
 

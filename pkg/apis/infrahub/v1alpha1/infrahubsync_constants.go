@@ -40,6 +40,10 @@ const (
 	// ReasonCredentialsUnavailable: the credentials or CA Secret could not
 	// be read (missing, malformed, or not readable by the ServiceAccount).
 	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	// ReasonWebhookUnavailable (an Event): the webhook Secret could not
+	// be read or holds no sharedKey; webhooks are refused, the poll goes
+	// on.
+	ReasonWebhookUnavailable = "WebhookUnavailable"
 	// ReasonInvalidSource: spec.source cannot be used as it is (a plain
 	// http:// URL the operator does not allow, a bad targetDate).
 	ReasonInvalidSource = "InvalidSource"

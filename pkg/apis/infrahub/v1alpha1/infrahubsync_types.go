@@ -4,6 +4,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -50,7 +52,7 @@ type InfrahubSyncSpec struct {
 
 	// Interval is the period of the poll of Infrahub, a Go duration of at
 	// least 1s. Unset means the operator's requeueSyncAfter setting (1m by
-	// default). Polls are spread by up to 10 %.
+	// default), or 10m with a webhook. Polls are spread by up to 10 %.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="must be a Go duration of at least 1s, such as 30s, 1m or 1h"
@@ -64,6 +66,12 @@ type InfrahubSyncSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9_.-]+$')",message="must be the name of a stored query: letters, digits, '_', '-' and '.'"
 	// +optional
 	QueryName string `json:"queryName,omitempty"`
+
+	// Webhook lets Infrahub's signed artifact webhooks wake the sync (at
+	// /hooks/infrahub/{namespace}/{name} of the operator's receiver); the
+	// poll stays, every 10m by default, for deletions and lost deliveries.
+	// +optional
+	Webhook *WebhookSpec `json:"webhook,omitempty"`
 
 	// Template is what each generated VidraResource gets besides its
 	// manifest and destination.
@@ -131,6 +139,24 @@ type InfrahubSource struct {
 	// +optional
 	CASecretRef *CASecretReference `json:"caSecretRef,omitempty"`
 }
+
+// WebhookSpec configures the webhooks of an InfrahubSync.
+type WebhookSpec struct {
+	// SecretRef names a Secret of the sync's namespace whose key
+	// sharedKey is the shared_key of the CoreStandardWebhook in Infrahub.
+	// Outside the trusted namespaces it is read only if
+	// spec.template.serviceAccountName may get it.
+	// +required
+	SecretRef LocalSecretReference `json:"secretRef"`
+}
+
+// WebhookSharedKey is the key of the webhook Secret holding the shared key.
+const WebhookSharedKey = "sharedKey"
+
+// DefaultWebhookInterval is the poll of a sync with a webhook: a safety net
+// for deletions (Infrahub sends no artifact-deleted event) and deliveries
+// that never came.
+const DefaultWebhookInterval = 10 * time.Minute
 
 // LocalSecretReference names a Secret in the same namespace.
 type LocalSecretReference struct {

@@ -371,6 +371,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.VidraResourceTemplate
       default: {}
+    - name: webhook
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.WebhookSpec
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.InfrahubSyncStatus
   map:
     fields:
@@ -649,6 +652,13 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: wait
       type:
         scalar: boolean
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.WebhookSpec
+  map:
+    fields:
+    - name: secretRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.LocalSecretReference
+      default: {}
 - name: __untyped_atomic_
   scalar: untyped
   list:

@@ -34,12 +34,16 @@ type InfrahubSyncSpecApplyConfiguration struct {
 	Destination *DestinationApplyConfiguration `json:"destination,omitempty"`
 	// Interval is the period of the poll of Infrahub, a Go duration of at
 	// least 1s. Unset means the operator's requeueSyncAfter setting (1m by
-	// default). Polls are spread by up to 10 %.
+	// default), or 10m with a webhook. Polls are spread by up to 10 %.
 	Interval *v1.Duration `json:"interval,omitempty"`
 	// QueryName is the stored query (a CoreGraphQLQuery in Infrahub) that
 	// lists the artifacts, given the variable artifactname. Unset means
 	// the operator's queryName setting (ArtifactIDs by default).
 	QueryName *string `json:"queryName,omitempty"`
+	// Webhook lets Infrahub's signed artifact webhooks wake the sync (at
+	// /hooks/infrahub/{namespace}/{name} of the operator's receiver); the
+	// poll stays, every 10m by default, for deletions and lost deliveries.
+	Webhook *WebhookSpecApplyConfiguration `json:"webhook,omitempty"`
 	// Template is what each generated VidraResource gets besides its
 	// manifest and destination.
 	Template *VidraResourceTemplateApplyConfiguration `json:"template,omitempty"`
@@ -83,6 +87,14 @@ func (b *InfrahubSyncSpecApplyConfiguration) WithInterval(value v1.Duration) *In
 // If called multiple times, the QueryName field is set to the value of the last call.
 func (b *InfrahubSyncSpecApplyConfiguration) WithQueryName(value string) *InfrahubSyncSpecApplyConfiguration {
 	b.QueryName = &value
+	return b
+}
+
+// WithWebhook sets the Webhook field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Webhook field is set to the value of the last call.
+func (b *InfrahubSyncSpecApplyConfiguration) WithWebhook(value *WebhookSpecApplyConfiguration) *InfrahubSyncSpecApplyConfiguration {
+	b.Webhook = value
 	return b
 }
 
