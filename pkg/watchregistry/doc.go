@@ -28,14 +28,15 @@
 // informer caches and never block (WaitForSync blocks until a ref has
 // synced):
 //
-//   - ErrNotSynced: the informer is still listing; return, the owner is
-//     enqueued with EventInitialList once the cache is ready.
 //   - ErrForbidden or ErrGone (errors.Is): the client may not list the
 //     resource, or it no longer exists (a deleted CRD). The informer has
 //     stopped instead of retrying forever and the owners were told with
-//     EventStateChanged; report it. Track again later (the operator's
-//     periodic reconcile) to retry, or set Options.RetryFailed and the
-//     registry retries with a backoff by itself.
+//     EventStateChanged; report it. Track retries once a backoff has
+//     passed, or set Options.RetryFailed and the registry retries by
+//     itself. While it retries, the error matches ErrNotSynced too (check
+//     ErrForbidden first), and each failed retry tells the owners again.
+//   - ErrNotSynced: the informer is still listing; return, the owner is
+//     enqueued with EventInitialList once the cache is ready.
 //   - ErrOverBudget: the ref's cluster went over its Budget and is held;
 //     report it. It is retried after the hold (see StateOverBudget).
 //   - apierrors.IsNotFound: the object does not exist.

@@ -241,16 +241,15 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 		t.Fatalf("list/watch requests of a Forbidden resource: went from %d to %d", settled, n)
 	}
 
-	// An owner that re-tracks on every reconcile gets a retry each time but
-	// is told only once, or it would loop.
+	// An owner that re-tracks on every reconcile starts nothing within the
+	// backoff, and reads the failure, or it would list in a loop.
 	before := secretRequests.n.Load()
 	track(t, r, "owner", cms, secs)
-	waitState(t, r, secs, watchregistry.StateForbidden)
-	if secretRequests.n.Load() == before {
-		t.Fatal("Track of a Forbidden ref did not retry")
+	if st := r.State(secs); st != watchregistry.StateForbidden || secretRequests.n.Load() != before {
+		t.Fatalf("Track within the backoff: state %s, %d requests; want Forbidden and none", st, secretRequests.n.Load()-before)
 	}
-	if n := rec.count(isType(watchregistry.EventStateChanged, "owner")); n != 1 {
-		t.Fatalf("owner told %d times of the same Forbidden state, want 1", n)
+	if _, err := r.Get(secs, ns, "any"); !errors.Is(err, watchregistry.ErrForbidden) {
+		t.Fatalf("Get within the backoff: %v, want ErrForbidden", err)
 	}
 
 	// Access granted: tracking again recovers (RBAC takes a moment to apply,

@@ -823,8 +823,11 @@ func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
 // informer of its cluster and resource when one runs, rather than by an
 // informer of its own. A ref that is Forbidden, Gone, Stopped or OverBudget
 // gets a fresh informer, which is how an owner retries once RBAC or a CRD is
-// fixed; except that a ref of a cluster that went over its Budget stays
-// OverBudget, with no informer started, until the cluster's hold has ended.
+// fixed; except that a Forbidden or Gone ref stays so, with no informer
+// started, until its backoff has passed (1s after the first failure,
+// doubling up to Options.RetryMaxDelay: the same as Options.RetryFailed),
+// and a ref of a cluster that went over its Budget stays OverBudget until the
+// cluster's hold has ended.
 // Track never blocks on the API server. It fails, changing nothing, for an invalid
 // ref, a ref of an unknown cluster, a namespaced ref of a cluster-scoped
 // resource (with Options.IsNamespaced), and after the registry has shut
@@ -876,6 +879,11 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		prev := r.bound[ref]
 		if prev == nil {
 			prev = r.entries[ref]
+		}
+		if prev != nil && (prev.state == StateForbidden || prev.state == StateGone) && now.Before(prev.notBefore) {
+			// Within its backoff: the failure stands, and Get says so.
+			plan[ref] = prev
+			continue
 		}
 		if e := r.refusedLocked(ref, now); e != nil {
 			// Its client refused it: not again before its hold ends.
@@ -1294,6 +1302,7 @@ func (r *Registry[K]) UnexpectDelete(ref Ref, obj metav1.Object) {
 type notice[K comparable] struct {
 	ref    Ref
 	owners []K
+	err    error // the entry's error, for Event.Err
 }
 
 // ownersIn counts the owners notices tell, for the logs.
@@ -1312,7 +1321,7 @@ func (r *Registry[K]) tell(notices []notice[K]) {
 		if len(n.owners) == 0 {
 			continue
 		}
-		ev := Event{Ref: n.ref, Type: EventStateChanged}
+		ev := Event{Ref: n.ref, Type: EventStateChanged, Err: n.err}
 		r.stats.received[eventTypeIndex(EventStateChanged)].Add(1)
 		for _, k := range n.owners {
 			r.enqueue(k, ev)
