@@ -118,11 +118,12 @@
 //
 // # Observability
 //
-// Stats returns informers by state, owners, cached objects, and events
-// received, delivered and filtered by reason; the Registry is also a
-// prometheus.Collector reporting the same figures, with histograms of sync
-// duration and handler lag, under Options.MetricsNamespace. Refs, Owners,
-// Snapshot and Snapshots describe who tracks what and each ref's informer.
+// Stats returns informers by state, owners, cached objects, events
+// received, delivered and filtered by reason, and histograms of sync
+// duration and handler lag; package promcollector reports the same figures
+// to Prometheus (a module of its own, so that the registry needs no metrics
+// library). Refs, Owners, Snapshot and Snapshots describe who tracks what
+// and each ref's informer.
 //
 // # Testing
 //

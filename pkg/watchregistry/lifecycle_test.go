@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/vidra-operator/vidra/internal/testenv"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
+	"github.com/vidra-operator/vidra/pkg/watchregistry/controlplane"
 )
 
 func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
@@ -339,7 +339,7 @@ func nonZero[K comparable](m map[K]int) map[K]int {
 func TestClustersGetSeparateInformers(t *testing.T) {
 	// First, so that -short skips before a second control plane starts.
 	local := newClients(t, controlPlane(t))
-	remoteEnv, err := testenv.Start(context.Background(), testenv.Options{})
+	remoteEnv, err := controlplane.Start(context.Background(), controlplane.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

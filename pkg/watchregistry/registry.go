@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,10 +30,9 @@ import (
 const DefaultLinger = 2 * time.Minute
 
 const (
-	defaultExpectationTTL   = time.Minute
-	defaultWriteHold        = 10 * time.Second
-	defaultMetricsNamespace = "watchregistry"
-	defaultRetryMaxDelay    = 5 * time.Minute
+	defaultExpectationTTL = time.Minute
+	defaultWriteHold      = 10 * time.Second
+	defaultRetryMaxDelay  = 5 * time.Minute
 	// retryBaseDelay is the first retry delay of a failed informer with
 	// Options.RetryFailed; it doubles with each failure of the same ref.
 	retryBaseDelay = time.Second
@@ -153,9 +151,6 @@ type Options[K comparable] struct {
 	// The zero value discards the registry's logs and leaves client-go's to
 	// the logger of Run's context (klog's by default).
 	Logger logr.Logger
-	// MetricsNamespace prefixes the Prometheus metric names; "" means
-	// "watchregistry".
-	MetricsNamespace string
 	// Informers bounds the informers the registry runs, per tenant, per
 	// cluster and in all (see InformerBudget); the zero value bounds
 	// nothing.
@@ -179,7 +174,8 @@ type Options[K comparable] struct {
 // compact encoded form: Get and List decode a fresh copy on every call, which
 // the caller owns and may mutate, and each delivered event carries its own.
 //
-// Registry implements prometheus.Collector.
+// Stats reports its figures; package promcollector turns them into a
+// prometheus.Collector.
 type Registry[K comparable] struct {
 	mapFn   func(Event) []K
 	enqueue func(K, Event)
@@ -350,15 +346,9 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if !r.logInformers {
 		r.log = logr.Discard()
 	}
-	ns := opts.MetricsNamespace
-	if ns == "" {
-		ns = defaultMetricsNamespace
-	}
-	r.metrics = newMetrics(ns)
+	r.metrics = newMetrics()
 	return r, nil
 }
-
-var _ prometheus.Collector = (*Registry[string])(nil)
 
 // Start starts the informers of the refs tracked so far and returns: it does
 // not block, so the registry fits any manager of long-running components.
