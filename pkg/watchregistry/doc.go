@@ -54,6 +54,17 @@
 // works for a writer that cannot declare it first; Options.FieldManager
 // then recognises creations by their managedFields.
 //
+// # Objects you do not own
+//
+// An owner that must be woken when objects it does not own change (the
+// Secrets a ConfigMap names) declares them as Interests: one object by
+// namespace and name, or the objects a label selector selects, within a
+// Ref. Interests.Set returns the refs to Track, and Interests.Map, as
+// Options.Map, maps each event to the interested owners; the operator keeps
+// no index of its own. An interest sees what the registry's informers cache
+// in full, so a registry for objects the operator does not label runs
+// without a label selector (MetadataOnly keeps it small).
+//
 // # What is delivered
 //
 // Updates whose resourceVersion did not change (resyncs), updates that only
