@@ -52,17 +52,21 @@ prereqs:
 ## tests against a real control plane, with the race detector.
 test: prereqs controlplane tools verify
 	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...
+	@# The nested modules (hack/modules.sh), each on its own go.mod.
+	for m in $$(bash hack/modules.sh); do (cd $$m && VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) test $(TEST_FLAGS) ./...) || exit 1; done
 
 ## unit: the tests that need no control plane (pure logic), in seconds;
 ## hack/unit-packages.sh lists their packages. -short keeps the packages
 ## that also have control-plane tests from starting one (they skip).
 unit:
 	$(GO) test -race -count=1 -short $$(bash hack/unit-packages.sh)
+	for m in $$(bash hack/modules.sh); do (cd $$m && $(GO) test -race -count=1 -short ./...) || exit 1; done
 
 verify: fmt vet
 	bash hack/verify-codegen.sh
 	bash hack/verify-layout.sh
 	bash hack/verify-headers.sh
+	bash hack/verify-modules.sh
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^pkg/generated/')); \
@@ -70,6 +74,7 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	for m in $$(bash hack/modules.sh); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 generate:
 	bash hack/update-codegen.sh

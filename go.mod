@@ -10,6 +10,8 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/spf13/cobra v1.10.2
+	github.com/vidra-operator/vidra/pkg/watchregistry v0.0.0
+	github.com/vidra-operator/vidra/pkg/watchregistry/promcollector v0.0.0
 	go.uber.org/zap v1.26.0
 	go.yaml.in/yaml/v2 v2.4.4
 	go.yaml.in/yaml/v3 v3.0.5
@@ -84,4 +86,12 @@ require (
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
+)
+
+// The registry and its Prometheus collector are modules of their own, for
+// operators that import them without importing Vidra; Vidra builds them from
+// this checkout.
+replace (
+	github.com/vidra-operator/vidra/pkg/watchregistry => ./pkg/watchregistry
+	github.com/vidra-operator/vidra/pkg/watchregistry/promcollector => ./pkg/watchregistry/promcollector
 )

@@ -6,6 +6,8 @@
 # testenv.RunMainShort: that call, in TestMain, is the marker of a package
 # that starts no control plane under -short and whose tests that need one
 # skip there. A package moves in or out of the list as its tests change.
+# The nested modules (hack/modules.sh: the watch registry, its collector,
+# the example) are not listed: make unit runs each with -short on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 marker='testenv\.RunMainShort('

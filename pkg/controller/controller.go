@@ -46,6 +46,7 @@ import (
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
+	"github.com/vidra-operator/vidra/pkg/watchregistry/promcollector"
 )
 
 // Clients are the API clients of the cluster Vidra runs in.
@@ -295,16 +296,15 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 			apply.TrimForCache(u, c.config().OverrideManagers)
 			return nil
 		},
-		FieldManager:     v1alpha1.FieldManager,
-		Clock:            opts.Clock,
-		Logger:           logger.WithName("watchregistry"),
-		MetricsNamespace: "vidra_watchregistry",
+		FieldManager: v1alpha1.FieldManager,
+		Clock:        opts.Clock,
+		Logger:       logger.WithName("watchregistry"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create watch registry: %w", err)
 	}
 	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(reg); err != nil {
+		if err := opts.Registerer.Register(promcollector.New(reg, "vidra_watchregistry")); err != nil {
 			return nil, fmt.Errorf("register watch registry metrics: %w", err)
 		}
 	}

@@ -28,14 +28,15 @@
 // informer caches and never block (WaitForSync blocks until a ref has
 // synced):
 //
-//   - ErrNotSynced: the informer is still listing; return, the owner is
-//     enqueued with EventInitialList once the cache is ready.
 //   - ErrForbidden or ErrGone (errors.Is): the client may not list the
 //     resource, or it no longer exists (a deleted CRD). The informer has
 //     stopped instead of retrying forever and the owners were told with
-//     EventStateChanged; report it. Track again later (the operator's
-//     periodic reconcile) to retry, or set Options.RetryFailed and the
-//     registry retries with a backoff by itself.
+//     EventStateChanged; report it. Track retries once a backoff has
+//     passed, or set Options.RetryFailed and the registry retries by
+//     itself. While it retries, the error matches ErrNotSynced too (check
+//     ErrForbidden first), and each failed retry tells the owners again.
+//   - ErrNotSynced: the informer is still listing; return, the owner is
+//     enqueued with EventInitialList once the cache is ready.
 //   - ErrOverBudget: the ref's cluster went over its Budget and is held;
 //     report it. It is retried after the hold (see StateOverBudget).
 //   - apierrors.IsNotFound: the object does not exist.
@@ -52,6 +53,17 @@
 // delivered. ExpectWrite, called after a write with its answer, still
 // works for a writer that cannot declare it first; Options.FieldManager
 // then recognises creations by their managedFields.
+//
+// # Objects you do not own
+//
+// An owner that must be woken when objects it does not own change (the
+// Secrets a ConfigMap names) declares them as Interests: one object by
+// namespace and name, or the objects a label selector selects, within a
+// Ref. Interests.Set returns the refs to Track, and Interests.Map, as
+// Options.Map, maps each event to the interested owners; the operator keeps
+// no index of its own. An interest sees what the registry's informers cache
+// in full, so a registry for objects the operator does not label runs
+// without a label selector (MetadataOnly keeps it small).
 //
 // # What is delivered
 //
@@ -117,11 +129,12 @@
 //
 // # Observability
 //
-// Stats returns informers by state, owners, cached objects, and events
-// received, delivered and filtered by reason; the Registry is also a
-// prometheus.Collector reporting the same figures, with histograms of sync
-// duration and handler lag, under Options.MetricsNamespace. Refs, Owners,
-// Snapshot and Snapshots describe who tracks what and each ref's informer.
+// Stats returns informers by state, owners, cached objects, events
+// received, delivered and filtered by reason, and histograms of sync
+// duration and handler lag; package promcollector reports the same figures
+// to Prometheus (a module of its own, so that the registry needs no metrics
+// library). Refs, Owners, Snapshot and Snapshots describe who tracks what
+// and each ref's informer.
 //
 // # Testing
 //

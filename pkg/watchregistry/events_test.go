@@ -7,13 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -632,53 +633,35 @@ func TestMetadataOnlyCachesApiVersionKindAndMetadata(t *testing.T) {
 	}
 }
 
-func TestCollectorReportsTheStats(t *testing.T) {
-	c, ns, r, rec, _ := watched(t, watchregistry.Options[string]{MetricsNamespace: "wrtest"})
+func TestStatsReportTheFiguresAndTimings(t *testing.T) {
+	c, ns, r, rec, _ := watched(t, watchregistry.Options[string]{})
 	createConfigMap(t, c.cs, configMap(ns, "counted", "owner", nil))
 	rec.waitAfter(t, 0, "the add", isEvent(watchregistry.EventAdded, "counted"))
 
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(r); err != nil {
-		t.Fatal(err)
+	s := r.Stats()
+	got := map[string]uint64{
+		"informers Synced":       uint64(s.Informers[watchregistry.StateSynced]),
+		"informers Forbidden":    uint64(s.Informers[watchregistry.StateForbidden]),
+		"running":                uint64(s.Running),
+		"owners":                 uint64(s.Owners),
+		"cached":                 uint64(s.CachedObjects),
+		"received Added":         s.Received[watchregistry.EventAdded],
+		"delivered InitialList":  s.DeliveredByType[watchregistry.EventInitialList],
+		"delivered Added":        s.DeliveredByType[watchregistry.EventAdded],
+		"sync duration count":    s.SyncDuration.Count,
+		"handler lag count":      s.HandlerLag.Count, // the add
+		"handler lag in buckets": s.HandlerLag.Buckets[slices.Max(slices.Collect(maps.Keys(s.HandlerLag.Buckets)))],
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	want := map[string]uint64{
+		"informers Synced": 1, "informers Forbidden": 0, "running": 1, "owners": 1, "cached": 1,
+		"received Added": 1, "delivered InitialList": 1, "delivered Added": 1,
+		"sync duration count": 1, "handler lag count": 1, "handler lag in buckets": 1,
 	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			name := f.GetName()
-			for _, l := range m.GetLabel() {
-				name += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
-			}
-			switch {
-			case m.GetGauge() != nil:
-				got[name] = m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				got[name] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				got[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
 	}
-	want := map[string]float64{
-		"wrtest_informers{state=Synced}":                    1,
-		"wrtest_informers_running":                          1,
-		"wrtest_owners":                                     1,
-		"wrtest_cached_objects":                             1,
-		"wrtest_events_received_total{type=Added}":          1,
-		"wrtest_events_delivered_total{type=InitialList}":   1,
-		"wrtest_events_delivered_total{type=Added}":         1,
-		"wrtest_events_delivered_total{type=DigestChanged}": 0,
-		"wrtest_events_filtered_total{reason=resync}":       0,
-		"wrtest_informer_sync_duration_seconds_count":       1,
-		"wrtest_handler_lag_seconds_count":                  1, // the add
-	}
-	for name, v := range want {
-		if got[name] != v {
-			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
-		}
+	if _, ok := s.Informers[watchregistry.StateGone]; !ok {
+		t.Errorf("Informers lacks the states without informers: %v", s.Informers)
 	}
 }
 

@@ -4,6 +4,7 @@
 package watchregistry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,16 @@ type entry[K comparable] struct {
 	// re-tracks on every reconcile would loop forever.
 	lastFailure State
 	notified    map[K]struct{}
+	// lastErr is the error of the failed entry this one replaces, until it
+	// syncs: Get of a Pending ref that failed before returns it joined with
+	// ErrNotSynced, so that a caller switching on the error learns why the
+	// ref is not synced rather than wait for a list that fails again.
+	lastErr error
+	// notBefore is when Track may replace this failed (Forbidden or Gone)
+	// entry with a fresh informer: the same backoff as Options.RetryFailed,
+	// so that an owner re-tracking on every reconcile neither bypasses the
+	// backoff nor, woken by each failure, lists in a loop.
+	notBefore time.Time
 	// attempts counts the consecutive failures of the ref's informers, for
 	// the backoff of Options.RetryFailed; retryAt is when a failed entry is
 	// retried, zero when it is not.
@@ -168,7 +179,7 @@ func (e *entry[K]) ownerSet() map[K]struct{} {
 func (e *entry[K]) notices(skip func(K) bool) []notice[K] {
 	var out []notice[K]
 	for ref, owners := range e.refs {
-		n := notice[K]{ref: ref}
+		n := notice[K]{ref: ref, err: e.err}
 		for k := range owners {
 			if skip == nil || !skip(k) {
 				n.owners = append(n.owners, k)
@@ -196,6 +207,7 @@ func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *ent
 		e.lastFailure = prev.state
 		e.notified = owned(prev.notified)
 		e.attempts = prev.attempts
+		e.lastErr = cmp.Or(prev.err, prev.lastErr)
 	}
 	if prev != nil && prev.state == StateRefused {
 		e.refusals = prev.refusals
@@ -467,7 +479,7 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 	e.syncedAt = r.clock.Now()
 	// A wider scope sets them again: read them here, under the lock.
 	took := e.syncedAt.Sub(e.startedAt)
-	e.lastFailure, e.notified, e.attempts = "", nil, 0
+	e.lastFailure, e.notified, e.attempts, e.lastErr = "", nil, 0, nil
 	r.budgetSyncedLocked(e)
 	keys := e.ownerSet()
 	if e.ref.Namespace == "" {
@@ -559,12 +571,18 @@ func (r *Registry[K]) onWatchError(e *entry[K], err error) {
 	} else {
 		e.stopLocked(st, &StateError{Ref: e.ref, State: st, Err: err})
 	}
+	// A Forbidden or Gone ref tells its owners of every failure, repeats
+	// included: an owner that tracked it again read ErrNotSynced meanwhile
+	// and waits to be woken. The backoff (notBefore) bounds how often that
+	// happens. An over-budget or refused cluster is held, and tracking it
+	// again starts nothing, so its owners are told of a failure once.
 	tell := e.notices(func(k K) bool {
 		_, told := e.notified[k]
-		return st == e.lastFailure && told
+		return st == e.lastFailure && told && st != StateForbidden && st != StateGone
 	})
 	e.lastFailure, e.notified = st, e.ownerSet()
 	e.attempts++
+	e.notBefore = r.clock.Now().Add(r.backoff(e.attempts))
 	var retryIn time.Duration
 	if len(e.refs) == 0 {
 		delete(r.entries, e.ref)

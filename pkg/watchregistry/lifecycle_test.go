@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/vidra-operator/vidra/internal/testenv"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
+	"github.com/vidra-operator/vidra/pkg/watchregistry/controlplane"
 )
 
 func TestOwnersSharingAGVRShareOneInformerThatStopsAfterLinger(t *testing.T) {
@@ -241,16 +241,15 @@ func TestForbiddenRefIsReportedWhileOthersWorkAndRecoversOnceGranted(t *testing.
 		t.Fatalf("list/watch requests of a Forbidden resource: went from %d to %d", settled, n)
 	}
 
-	// An owner that re-tracks on every reconcile gets a retry each time but
-	// is told only once, or it would loop.
+	// An owner that re-tracks on every reconcile starts nothing within the
+	// backoff, and reads the failure, or it would list in a loop.
 	before := secretRequests.n.Load()
 	track(t, r, "owner", cms, secs)
-	waitState(t, r, secs, watchregistry.StateForbidden)
-	if secretRequests.n.Load() == before {
-		t.Fatal("Track of a Forbidden ref did not retry")
+	if st := r.State(secs); st != watchregistry.StateForbidden || secretRequests.n.Load() != before {
+		t.Fatalf("Track within the backoff: state %s, %d requests; want Forbidden and none", st, secretRequests.n.Load()-before)
 	}
-	if n := rec.count(isType(watchregistry.EventStateChanged, "owner")); n != 1 {
-		t.Fatalf("owner told %d times of the same Forbidden state, want 1", n)
+	if _, err := r.Get(secs, ns, "any"); !errors.Is(err, watchregistry.ErrForbidden) {
+		t.Fatalf("Get within the backoff: %v, want ErrForbidden", err)
 	}
 
 	// Access granted: tracking again recovers (RBAC takes a moment to apply,
@@ -340,7 +339,7 @@ func nonZero[K comparable](m map[K]int) map[K]int {
 func TestClustersGetSeparateInformers(t *testing.T) {
 	// First, so that -short skips before a second control plane starts.
 	local := newClients(t, controlPlane(t))
-	remoteEnv, err := testenv.Start(context.Background(), testenv.Options{})
+	remoteEnv, err := controlplane.Start(context.Background(), controlplane.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

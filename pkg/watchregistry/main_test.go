@@ -27,22 +27,22 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
-	"github.com/vidra-operator/vidra/internal/testenv"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
+	"github.com/vidra-operator/vidra/pkg/watchregistry/controlplane"
 )
 
 // env is the package's control plane; nil under go test -short, where only
 // the tests that need none run (make unit).
-var env *testenv.Env
+var env *controlplane.Env
 
-func TestMain(m *testing.M) { testenv.RunMainShort(m, &env, testenv.Options{}) }
+func TestMain(m *testing.M) { controlplane.RunMainShort(m, &env, controlplane.Options{}) }
 
 // controlPlane returns the admin configuration of the control plane, and
 // skips the test under go test -short: every test that talks to the API
 // server gets its configuration here rather than from env.
 func controlPlane(t testing.TB) *rest.Config {
 	t.Helper()
-	return testenv.Need(t, env)
+	return controlplane.Need(t, env)
 }
 
 const (
@@ -299,7 +299,7 @@ func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
 // newNamespace creates a namespace deleted when the test ends.
 func newNamespace(t testing.TB, cs kubernetes.Interface) string {
 	t.Helper()
-	return testenv.Namespace(t, cs, "wr-")
+	return controlplane.Namespace(t, cs, "wr-")
 }
 
 // configMap returns a managed ConfigMap of owner.
@@ -565,7 +565,7 @@ func createCRD(t testing.TB, c clients, obj *unstructured.Unstructured) {
 	if _, err := c.dyn.Resource(crdGVR).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", obj.GetName(), err)
 	}
-	err := testenv.WaitCRDEstablished(ctx, c.dyn, obj.GetName(), waitFor)
+	err := waitEstablished(ctx, c.dyn, obj.GetName())
 	if err != nil {
 		t.Fatalf("CRD %s not established: %v", obj.GetName(), err)
 	}
@@ -600,4 +600,21 @@ func customResource(gvr schema.GroupVersionResource, kind, ns, name, owner strin
 		},
 		"spec": map[string]any{"size": int64(1)},
 	}}
+}
+
+// waitEstablished polls until the named CRD has condition Established=True.
+func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
+		crd, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }

@@ -5,6 +5,7 @@ package watchregistry
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -30,6 +31,10 @@ func (r *Registry[K]) indexers(ref Ref) (idx []cache.Indexer, allNamespaces bool
 	case StateSynced:
 		return e.indexers(), e.ref.Namespace == "", nil
 	case StatePending:
+		if e.lastErr != nil {
+			// A retry of a failed ref: still failing, as far as anyone knows.
+			return nil, false, errors.Join(fmt.Errorf("%s: %w", ref, ErrNotSynced), e.lastErr)
+		}
 		return nil, false, fmt.Errorf("%s: %w", ref, ErrNotSynced)
 	default:
 		return nil, false, e.err

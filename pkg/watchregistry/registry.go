@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,10 +30,9 @@ import (
 const DefaultLinger = 2 * time.Minute
 
 const (
-	defaultExpectationTTL   = time.Minute
-	defaultWriteHold        = 10 * time.Second
-	defaultMetricsNamespace = "watchregistry"
-	defaultRetryMaxDelay    = 5 * time.Minute
+	defaultExpectationTTL = time.Minute
+	defaultWriteHold      = 10 * time.Second
+	defaultRetryMaxDelay  = 5 * time.Minute
 	// retryBaseDelay is the first retry delay of a failed informer with
 	// Options.RetryFailed; it doubles with each failure of the same ref.
 	retryBaseDelay = time.Second
@@ -153,9 +151,6 @@ type Options[K comparable] struct {
 	// The zero value discards the registry's logs and leaves client-go's to
 	// the logger of Run's context (klog's by default).
 	Logger logr.Logger
-	// MetricsNamespace prefixes the Prometheus metric names; "" means
-	// "watchregistry".
-	MetricsNamespace string
 	// Informers bounds the informers the registry runs, per tenant, per
 	// cluster and in all (see InformerBudget); the zero value bounds
 	// nothing.
@@ -179,7 +174,8 @@ type Options[K comparable] struct {
 // compact encoded form: Get and List decode a fresh copy on every call, which
 // the caller owns and may mutate, and each delivered event carries its own.
 //
-// Registry implements prometheus.Collector.
+// Stats reports its figures; package promcollector turns them into a
+// prometheus.Collector.
 type Registry[K comparable] struct {
 	mapFn   func(Event) []K
 	enqueue func(K, Event)
@@ -350,15 +346,9 @@ func New[K comparable](opts Options[K]) (*Registry[K], error) {
 	if !r.logInformers {
 		r.log = logr.Discard()
 	}
-	ns := opts.MetricsNamespace
-	if ns == "" {
-		ns = defaultMetricsNamespace
-	}
-	r.metrics = newMetrics(ns)
+	r.metrics = newMetrics()
 	return r, nil
 }
-
-var _ prometheus.Collector = (*Registry[string])(nil)
 
 // Start starts the informers of the refs tracked so far and returns: it does
 // not block, so the registry fits any manager of long-running components.
@@ -823,8 +813,11 @@ func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
 // informer of its cluster and resource when one runs, rather than by an
 // informer of its own. A ref that is Forbidden, Gone, Stopped or OverBudget
 // gets a fresh informer, which is how an owner retries once RBAC or a CRD is
-// fixed; except that a ref of a cluster that went over its Budget stays
-// OverBudget, with no informer started, until the cluster's hold has ended.
+// fixed; except that a Forbidden or Gone ref stays so, with no informer
+// started, until its backoff has passed (1s after the first failure,
+// doubling up to Options.RetryMaxDelay: the same as Options.RetryFailed),
+// and a ref of a cluster that went over its Budget stays OverBudget until the
+// cluster's hold has ended.
 // Track never blocks on the API server. It fails, changing nothing, for an invalid
 // ref, a ref of an unknown cluster, a namespaced ref of a cluster-scoped
 // resource (with Options.IsNamespaced), and after the registry has shut
@@ -876,6 +869,11 @@ func (r *Registry[K]) Track(owner K, refs []Ref) error {
 		prev := r.bound[ref]
 		if prev == nil {
 			prev = r.entries[ref]
+		}
+		if prev != nil && (prev.state == StateForbidden || prev.state == StateGone) && now.Before(prev.notBefore) {
+			// Within its backoff: the failure stands, and Get says so.
+			plan[ref] = prev
+			continue
 		}
 		if e := r.refusedLocked(ref, now); e != nil {
 			// Its client refused it: not again before its hold ends.
@@ -1294,6 +1292,7 @@ func (r *Registry[K]) UnexpectDelete(ref Ref, obj metav1.Object) {
 type notice[K comparable] struct {
 	ref    Ref
 	owners []K
+	err    error // the entry's error, for Event.Err
 }
 
 // ownersIn counts the owners notices tell, for the logs.
@@ -1312,7 +1311,7 @@ func (r *Registry[K]) tell(notices []notice[K]) {
 		if len(n.owners) == 0 {
 			continue
 		}
-		ev := Event{Ref: n.ref, Type: EventStateChanged}
+		ev := Event{Ref: n.ref, Type: EventStateChanged, Err: n.err}
 		r.stats.received[eventTypeIndex(EventStateChanged)].Add(1)
 		for _, k := range n.owners {
 			r.enqueue(k, ev)

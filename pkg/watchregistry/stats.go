@@ -5,15 +5,13 @@ package watchregistry
 
 import (
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Stats is a snapshot of the registry's figures, the same that its
-// Prometheus collector reports.
+// Stats is a snapshot of the registry's figures, the same that package
+// promcollector reports to Prometheus.
 type Stats struct {
 	// Informers counts the informers by state: running and lingering ones,
-	// and failed ones that owners still track.
+	// and failed ones that owners still track. Every state is present.
 	Informers map[State]int
 	// Running counts informers whose goroutines have not exited yet,
 	// including stopped ones still winding down.
@@ -55,6 +53,13 @@ type Stats struct {
 	// each of which put the cluster on hold and stopped its informers
 	// (unless its clients changed first, which stopped them anyway).
 	OverBudget uint64
+	// SyncDuration is the time from each informer's start to the end of
+	// its initial list.
+	SyncDuration Histogram
+	// HandlerLag is the time from the reflector's receipt of each
+	// delivered event to its first Enqueue: what the registry adds, Map
+	// included.
+	HandlerLag Histogram
 }
 
 type counters struct {
@@ -94,6 +99,9 @@ func (r *Registry[K]) Stats() Stats {
 		Filtered:        make(map[FilterReason]uint64, len(filterReasons)),
 		Budgets:         map[string]BudgetUse{},
 	}
+	for _, st := range states {
+		s.Informers[st] = 0
+	}
 	r.mu.Lock()
 	for _, c := range r.clusters {
 		if b := c.budget; b != nil && b.Name() != "" {
@@ -125,99 +133,24 @@ func (r *Registry[K]) Stats() Stats {
 	for i, f := range filterReasons {
 		s.Filtered[f] = r.stats.filtered[i].Load()
 	}
+	s.SyncDuration, s.HandlerLag = r.metrics.syncDuration.snapshot(), r.metrics.handlerLag.snapshot()
 	return s
 }
 
-// metrics holds the descriptions of the figures Stats reports, and the
-// histograms that only the collector reports.
+// metrics holds the histograms Stats reports besides its counters.
 type metrics struct {
-	informers, running, started, owners, cached, expectations *prometheus.Desc
-	writesInFlight, holding, held                             *prometheus.Desc
-	received, delivered, filtered                             *prometheus.Desc
-	budgetUsed, budgetMax, budgetBytes, overBudget            *prometheus.Desc
 	// syncDuration observes, per informer, the time from its start to the
 	// end of its initial list.
-	syncDuration prometheus.Histogram
+	syncDuration *histogram
 	// handlerLag observes, per delivered event, the time from the
 	// reflector's receipt of the event to the first Enqueue: the queueing
 	// and filtering the registry adds, Map included.
-	handlerLag prometheus.Histogram
+	handlerLag *histogram
 }
 
-func newMetrics(ns string) metrics {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
-	}
+func newMetrics() metrics {
 	return metrics{
-		informers:      d("informers", "Informers by state (Pending, Synced, Forbidden, Gone, Stopped, OverBudget).", "state"),
-		running:        d("informers_running", "Informers whose goroutines have not exited yet."),
-		started:        d("informers_started_total", "Informers started."),
-		owners:         d("owners", "Owners tracking at least one ref."),
-		cached:         d("cached_objects", "Objects held by the informers' caches."),
-		expectations:   d("expectations", "Pending own-write and own-delete expectations."),
-		writesInFlight: d("writes_in_flight", "Own writes declared with BeginWrite and not ended yet."),
-		holding:        d("events_holding", "Events held now until an own write in flight ends."),
-		held:           d("events_held_total", "Events held until an own write in flight ended, then filtered or delivered."),
-		received:       d("events_received_total", "Events produced by the informers, by type.", "type"),
-		delivered:      d("events_delivered_total", "Owner keys handed to Enqueue, by event type.", "type"),
-		filtered:       d("events_filtered_total", "Events not delivered, by reason (resync, status-only, own-write, unmapped, rejected).", "reason"),
-		budgetUsed:     d("budget_objects", "Objects held by the caches of the clusters charged to a named budget.", "budget"),
-		budgetMax:      d("budget_max_objects", "The most objects the caches of the clusters charged to a named budget may hold.", "budget"),
-		budgetBytes:    d("budget_bytes", "Bytes taken by the objects the caches of the clusters charged to a named budget hold.", "budget"),
-		overBudget:     d("over_budget_total", "Times a cluster's caches went over its budget, which stopped its informers for a hold."),
-		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "informer_sync_duration_seconds",
-			Help:    "Time from an informer's start to the end of its initial list.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 15), // 5ms to about 80s
-		}),
-		handlerLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "handler_lag_seconds",
-			Help:    "Time from the reflector's receipt of an event to its first Enqueue.",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50µs to about 1.6s
-		}),
+		syncDuration: newHistogram(0.005, 2, 15),   // 5ms to about 80s
+		handlerLag:   newHistogram(0.00005, 2, 16), // 50µs to about 1.6s
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (r *Registry[K]) Describe(ch chan<- *prometheus.Desc) {
-	d := r.metrics
-	for _, x := range []*prometheus.Desc{d.informers, d.running, d.started, d.owners, d.cached, d.expectations, d.writesInFlight, d.holding, d.held, d.received, d.delivered, d.filtered, d.budgetUsed, d.budgetMax, d.budgetBytes, d.overBudget} {
-		ch <- x
-	}
-	d.syncDuration.Describe(ch)
-	d.handlerLag.Describe(ch)
-}
-
-// Collect implements prometheus.Collector, reporting a Stats snapshot.
-func (r *Registry[K]) Collect(ch chan<- prometheus.Metric) {
-	s := r.Stats()
-	d := r.metrics
-	for _, st := range states {
-		ch <- prometheus.MustNewConstMetric(d.informers, prometheus.GaugeValue, float64(s.Informers[st]), string(st))
-	}
-	ch <- prometheus.MustNewConstMetric(d.running, prometheus.GaugeValue, float64(s.Running))
-	ch <- prometheus.MustNewConstMetric(d.started, prometheus.CounterValue, float64(s.Started))
-	ch <- prometheus.MustNewConstMetric(d.owners, prometheus.GaugeValue, float64(s.Owners))
-	ch <- prometheus.MustNewConstMetric(d.cached, prometheus.GaugeValue, float64(s.CachedObjects))
-	ch <- prometheus.MustNewConstMetric(d.expectations, prometheus.GaugeValue, float64(s.Expectations))
-	ch <- prometheus.MustNewConstMetric(d.writesInFlight, prometheus.GaugeValue, float64(s.WritesInFlight))
-	ch <- prometheus.MustNewConstMetric(d.holding, prometheus.GaugeValue, float64(s.Holding))
-	ch <- prometheus.MustNewConstMetric(d.held, prometheus.CounterValue, float64(s.Held))
-	for _, t := range receivedTypes {
-		ch <- prometheus.MustNewConstMetric(d.received, prometheus.CounterValue, float64(s.Received[t]), string(t))
-	}
-	for _, t := range eventTypes {
-		ch <- prometheus.MustNewConstMetric(d.delivered, prometheus.CounterValue, float64(s.DeliveredByType[t]), string(t))
-	}
-	for _, f := range filterReasons {
-		ch <- prometheus.MustNewConstMetric(d.filtered, prometheus.CounterValue, float64(s.Filtered[f]), string(f))
-	}
-	for name, u := range s.Budgets {
-		ch <- prometheus.MustNewConstMetric(d.budgetUsed, prometheus.GaugeValue, float64(u.Used), name)
-		ch <- prometheus.MustNewConstMetric(d.budgetMax, prometheus.GaugeValue, float64(u.Max), name)
-		ch <- prometheus.MustNewConstMetric(d.budgetBytes, prometheus.GaugeValue, float64(u.UsedBytes), name)
-	}
-	ch <- prometheus.MustNewConstMetric(d.overBudget, prometheus.CounterValue, float64(s.OverBudget))
-	d.syncDuration.Collect(ch)
-	d.handlerLag.Collect(ch)
 }

@@ -83,7 +83,9 @@ const (
 	EventInitialList EventType = "InitialList"
 	// EventStateChanged tells the owners of a ref that its informer became
 	// Forbidden, Gone or OverBudget, or was stopped because its cluster was
-	// replaced or removed. Object is nil; State and the typed errors of Get say more.
+	// replaced or removed; a Forbidden or Gone ref tells them again each
+	// time a retry fails. Object is nil; Err is the ref's error, as Get
+	// returns it.
 	EventStateChanged EventType = "StateChanged"
 )
 
@@ -105,6 +107,10 @@ type Event struct {
 	// Old is the previous object of an EventUpdated or EventDigestChanged,
 	// decoded like Object.
 	Old *unstructured.Unstructured
+	// Err is, for an EventStateChanged, the ref's error: a *StateError
+	// matching ErrForbidden, ErrGone, ErrStopped, ErrOverBudget or
+	// ErrRefused, as Get returns it. Nil for other events.
+	Err error
 }
 
 // State is the lifecycle state of the informer behind a Ref.
@@ -198,7 +204,10 @@ var states = [...]State{StatePending, StateSynced, StateForbidden, StateGone, St
 var (
 	// ErrNotSynced is returned by Get and List while the informer of a ref
 	// has not completed its initial list. They never block: the owners of the
-	// ref receive EventInitialList once it has synced.
+	// ref receive EventInitialList once it has synced. While a ref that
+	// failed is retried, the error joins ErrNotSynced with the last failure
+	// (errors.Is matches both, e.g. ErrForbidden), and if the retry fails
+	// too its owners receive EventStateChanged.
 	ErrNotSynced = errors.New("informer has not synced yet")
 	// ErrForbidden is matched (errors.Is) by the error of a ref whose informer
 	// was refused list or watch; the error also wraps the API server's

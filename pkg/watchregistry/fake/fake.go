@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package fake helps unit-test code built on watchregistry with client-go's
-// fake dynamic client, without an API server.
+// fake dynamic and metadata clients, without an API server.
 //
 // The fake client's object tracker stores objects without ever setting their
 // metadata.resourceVersion, so an informer sees every update at the same
@@ -13,6 +13,9 @@
 //	dyn := dynamicfake.NewSimpleDynamicClient(scheme)
 //	fake.BumpResourceVersions(dyn)
 //	reg.SetCluster("", dyn, nil)
+//
+// BumpMetadataResourceVersions does the same for the fake metadata client,
+// for a registry with Options.MetadataOnly.
 package fake
 
 import (
@@ -24,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -34,11 +38,30 @@ import (
 // server-side apply is left as the fake client does it. Call it before the
 // client is used.
 func BumpResourceVersions(c *dynamicfake.FakeDynamicClient) {
-	t := &bumpingTracker{ObjectTracker: c.Tracker()}
-	// Prepended, so that it handles every verb before the client's own
-	// reaction on the same tracker; watches are a separate chain and still
-	// see every change.
-	c.PrependReactor("*", "*", clienttesting.ObjectReaction(t))
+	bump(c, c.Tracker())
+}
+
+// BumpMetadataResourceVersions does for client-go's fake metadata client
+// what BumpResourceVersions does for the dynamic one, for a registry with
+// Options.MetadataOnly: write through the resource client's CreateFake and
+// UpdateFake (metadatafake.MetadataClient), and each write gets a new
+// resourceVersion, with no version to set by hand.
+//
+//	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+//	fake.BumpMetadataResourceVersions(md)
+//	cms := md.Resource(gvr).Namespace("default").(metadatafake.MetadataClient)
+//	cms.CreateFake(&metav1.PartialObjectMetadata{...}, metav1.CreateOptions{})
+func BumpMetadataResourceVersions(c *metadatafake.FakeMetadataClient) {
+	bump(c, c.Tracker())
+}
+
+// bump prepends the bumping reaction to the client's chain, so that it
+// handles every verb before the client's own reaction on the same tracker;
+// watches are a separate chain and still see every change.
+func bump(c interface {
+	PrependReactor(verb, resource string, reaction clienttesting.ReactionFunc)
+}, tracker clienttesting.ObjectTracker) {
+	c.PrependReactor("*", "*", clienttesting.ObjectReaction(&bumpingTracker{ObjectTracker: tracker}))
 }
 
 type bumpingTracker struct {
