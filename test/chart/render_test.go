@@ -120,7 +120,7 @@ func TestHardenedValuesRender(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"ServiceMonitor vidra-system/vidra", "PrometheusRule vidra-system/vidra", "ConfigMap vidra-system/vidra-dashboard",
-		"Service vidra-system/vidra-webhook", "Ingress vidra-system/vidra-webhook"} {
+		"Service vidra-system/vidra-webhooks", "Ingress vidra-system/vidra-webhooks"} {
 		if objs[key] == nil {
 			t.Errorf("%s not rendered; have %v", key, keys(objs))
 		}
@@ -158,8 +158,8 @@ func TestBadValuesFailToRender(t *testing.T) {
 		{"config.requeueResourcesAfter=soon", "requeueResourcesAfter"},
 		{"metrics.port=70000", "metrics/port"},
 		{"sharding.enabled=true", "exclude each other"},
-		{"webhook.enabled=true", "webhook.tlsSecret"},
-		{"webhook.enabled=true,webhook.tlsSecret=tls,webhook.ingress.enabled=true", "webhook.ingress.host"},
+		{"webhook.port=0", "webhook/port"},
+		{"webhook.ingress.enabled=true", "webhook.ingress.host"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := helmErr(t, "template", "vidra", chartDir, "--namespace", installNamespace, "--kube-version", kubeVersion, "--set", tc.set)
