@@ -22,7 +22,7 @@ import (
 // cache pc.
 func parseVR(t *testing.T, pc *parseCache, key cache.ObjectName, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
 	t.Helper()
-	objs, errs, err := (&manifestSource{parsed: pc}).objects(t.Context(), key, vr)
+	objs, errs, err := unpack((&manifestSource{parsed: pc}).objects(t.Context(), key, vr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestManifestSourceReadsTheResourceOnlyWhenItsParseIsNotCached(t *testing.T)
 	step := func(what string, vr *v1alpha1.VidraResource, wantGets int) []manifest.Object {
 		t.Helper()
 		before := gets(cs)
-		objs, errs, err := s.objects(t.Context(), key, vr)
+		objs, errs, err := unpack(s.objects(t.Context(), key, vr))
 		if err != nil || len(errs) > 0 {
 			t.Fatalf("%s: objects() = %v, %v", what, errs, err)
 		}
@@ -122,12 +122,12 @@ func TestManifestSourceTakesTheManifestOfANewerGeneration(t *testing.T) {
 	cs := fake.NewClientset(live)
 	s := &manifestSource{parsed: newParseCache(), vidra: cs}
 	key := cache.MetaObjectToName(old)
-	objs, errs, err := s.objects(t.Context(), key, cachedCopy(old))
+	objs, errs, err := unpack(s.objects(t.Context(), key, cachedCopy(old)))
 	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Object.GetName() != "b" {
 		t.Fatalf("objects() = %v, %v, %v; want the newer manifest's object b", objs, errs, err)
 	}
 	before := gets(cs)
-	if _, _, err := s.objects(t.Context(), key, cachedCopy(live)); err != nil || gets(cs) != before {
+	if _, _, err := unpack(s.objects(t.Context(), key, cachedCopy(live))); err != nil || gets(cs) != before {
 		t.Errorf("the informer's copy of the newer generation read it again (%v)", err)
 	}
 }
@@ -137,7 +137,7 @@ func TestManifestSourceRefusesAResourceCreatedAgain(t *testing.T) {
 	live := sourceVR(sourceManifest)
 	live.UID = "uid-2"
 	s := &manifestSource{parsed: newParseCache(), vidra: fake.NewClientset(live)}
-	_, _, err := s.objects(t.Context(), cache.MetaObjectToName(old), cachedCopy(old))
+	_, _, err := unpack(s.objects(t.Context(), cache.MetaObjectToName(old), cachedCopy(old)))
 	if err == nil || !strings.Contains(err.Error(), "uid-1") {
 		t.Fatalf("objects() = %v, want an error naming the UID that is gone", err)
 	}
@@ -151,7 +151,7 @@ func TestManifestOverTheBoundIsRefusedWithoutARead(t *testing.T) {
 	cs := fake.NewClientset(big)
 	s := &manifestSource{parsed: newParseCache(), vidra: cs}
 	for name, vr := range map[string]*v1alpha1.VidraResource{"cached copy": cachedCopy(big), "whole": big} {
-		objs, errs, err := s.objects(t.Context(), cache.MetaObjectToName(big), vr)
+		objs, errs, err := unpack(s.objects(t.Context(), cache.MetaObjectToName(big), vr))
 		if err != nil || len(objs) > 0 || len(errs) != 1 || errs[0].Reason != manifest.ReasonManifestTooLarge ||
 			!strings.Contains(errs[0].Error(), v1alpha1.ManifestTooLargeMessage) {
 			t.Errorf("%s: objects() = %v, %v, %v; want one ManifestTooLarge error with the CRD's message", name, objs, errs, err)
@@ -197,3 +197,6 @@ func TestCRDBoundsTheManifestAsTheOperatorDoes(t *testing.T) {
 		t.Errorf("the CRD's rules on spec.manifest are %+v, want %+v", got, want)
 	}
 }
+
+// unpack is a read as the tests look at it: a failure as one error.
+func unpack(r read) ([]manifest.Object, manifest.ErrorList, error) { return r.objs, r.errs, r.err() }
