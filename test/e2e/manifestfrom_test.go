@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
+	"github.com/vidra-operator/vidra/pkg/controller"
 )
 
 func gzipped(t *testing.T, text string) []byte {
@@ -83,6 +84,9 @@ func TestChangedReferencedConfigMapIsAppliedWithoutInterval(t *testing.T) {
 	bundleConfigMap(t, ns, "bundle", configMap("plain", map[string]string{"k": "1"}), serviceDoc)
 	createVR(t, ns, "app", "", fromConfigMap("bundle"), noInterval)
 	before := waitReady(t, ns, "app").Status.ManifestFrom[0].SHA256
+	// Every reconcile queued so far (the creation's, the first list's) is
+	// done: what follows the change was woken by it.
+	quiet := reconciled(t, ns, "app")
 
 	cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "bundle", metav1.GetOptions{})
 	if err != nil {
@@ -94,6 +98,11 @@ func TestChangedReferencedConfigMapIsAppliedWithoutInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitObject(t, configMaps, ns, "plain", "took the ConfigMap's new content", hasData("k", "2"))
+	// Woken by the change itself (a retry of an earlier status write may
+	// have got there first), which only the watch of the source can tell.
+	waitCount(t, ns, "app", "a reconcile woken by the ConfigMap's change", func(by map[controller.Trigger]int) bool {
+		return by[controller.TriggerEvent] > quiet[controller.TriggerEvent]
+	})
 	vr := waitVR(t, ns, "app", "recorded the new content's sum", func(vr *v1alpha1.VidraResource) bool {
 		return len(vr.Status.ManifestFrom) == 1 && vr.Status.ManifestFrom[0].SHA256 != before && isReady(vr)
 	})
