@@ -5,6 +5,8 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"compress/gzip"
 	"io"
 	"os"
@@ -93,6 +95,18 @@ func inventoryVersions(t *testing.T, vr *v1alpha1.VidraResource) map[string]stri
 	return out
 }
 
+// bundleCase is a published bundle and what its test checks.
+type bundleCase struct {
+	// file is in testdata/bundles, gzip-compressed; name is the resource's.
+	file, name string
+	// args are extra flags of kubectl vidra create.
+	args    []string
+	objects int32
+	// crd and deployment name an object of the bundle, checked applied,
+	// and (the Deployment, namespace/name) deleted and restored.
+	crd, deploymentNS, deployment string
+}
+
 // TestArgoCDInstallThroughCreate deploys Argo CD's published install (2.1
 // MB, its ApplicationSet CRD alone 1.5 MB: more than one VidraResource can
 // hold) with one kubectl vidra create, then checks that it converges, stays
@@ -100,24 +114,43 @@ func inventoryVersions(t *testing.T, vr *v1alpha1.VidraResource) map[string]stri
 // once deleted. The control plane runs no kubelet: applied and in sync is
 // what Ready means here, as in every other test of this suite.
 func TestArgoCDInstallThroughCreate(t *testing.T) {
+	testBundle(t, bundleCase{file: "argocd-v3.6.1-install.yaml", name: "argocd", objects: 60,
+		crd: "applicationsets.argoproj.io", deployment: "argocd-server"})
+}
+
+// TestGatekeeperThroughCreate does the same with Gatekeeper's (28
+// objects: 14 CRDs, a validating and a mutating webhook configuration,
+// objects in a namespace of its own). At 243 KB it would fit in
+// spec.manifest; --configmaps puts it in a ConfigMap all the same. Its
+// webhooks have no server here: the validating one that fails closed only
+// matches Namespaces, which nothing writes while the test runs.
+func TestGatekeeperThroughCreate(t *testing.T) {
+	testBundle(t, bundleCase{file: "gatekeeper-v3.18.2.yaml", name: "gatekeeper", args: []string{"--configmaps"}, objects: 28,
+		crd: "constrainttemplates.templates.gatekeeper.sh", deploymentNS: "gatekeeper-system", deployment: "gatekeeper-controller-manager"})
+}
+
+func testBundle(t *testing.T, bc bundleCase) {
 	ns := namespace(t)
+	if bc.deploymentNS == "" {
+		bc.deploymentNS = ns
+	}
 	// Created first, the barrier has the informers running when the
 	// bundle comes, so that their first lists do not wake it.
 	b := newBarrier(t, ns, configMaps, services, deployments)
-	path := bundleFile(t, "argocd-v3.6.1-install.yaml")
+	path := bundleFile(t, bc.file)
 
-	printed := vidraCommand(t, "create", "argocd", "-n", ns, "-f", path)
-	if !strings.Contains(printed, "configmap/argocd-manifest-0 created") || !strings.Contains(printed, "(60 objects from 1 file)") {
+	printed := vidraCommand(t, append([]string{"create", bc.name, "-n", ns, "-f", path}, bc.args...)...)
+	if !strings.Contains(printed, "configmap/"+bc.name+"-manifest-0 created") || !strings.Contains(printed, fmt.Sprintf("(%d objects from 1 file)", bc.objects)) {
 		t.Fatalf("create printed:\n%s", printed)
 	}
 	t.Cleanup(func() {
 		// The CRDs are cluster-scoped: the namespace's deletion does not
 		// take them; the resource's deletion policy does.
-		_ = vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "argocd", metav1.DeleteOptions{})
+		_ = vidra.InfrahubV1alpha1().VidraResources(ns).Delete(context.Background(), bc.name, metav1.DeleteOptions{})
 	})
-	vr := waitReady(t, ns, "argocd")
-	if vr.Status.ManagedCount != 60 {
-		t.Fatalf("managed %d objects, want the install's 60", vr.Status.ManagedCount)
+	vr := waitReady(t, ns, bc.name)
+	if vr.Status.ManagedCount != bc.objects {
+		t.Fatalf("managed %d objects, want the bundle's %d", vr.Status.ManagedCount, bc.objects)
 	}
 	if len(vr.Spec.Manifest) != 0 || len(vr.Spec.ManifestFrom) == 0 || len(vr.Status.ManifestFrom) != len(vr.Spec.ManifestFrom) {
 		t.Fatalf("spec.manifest is %d bytes, spec.manifestFrom %v, status.manifestFrom %v: want the bundle in ConfigMaps, with their sums", len(vr.Spec.Manifest), vr.Spec.ManifestFrom, vr.Status.ManifestFrom)
@@ -131,15 +164,15 @@ func TestArgoCDInstallThroughCreate(t *testing.T) {
 			t.Errorf("ConfigMap %s is owned by %v, want the VidraResource", cm.Name, cm.OwnerReferences)
 		}
 	}
-	waitObject(t, crds, "", "applicationsets.argoproj.io", "was applied", exists)
+	waitObject(t, crds, "", bc.crd, "was applied", exists)
 
 	// Converged, it stays quiet: a reconcile writes nothing.
 	b.pass(t)
-	reconciled(t, ns, "argocd")
-	vr = waitReady(t, ns, "argocd")
+	reconciled(t, ns, bc.name)
+	vr = waitReady(t, ns, bc.name)
 	before := inventoryVersions(t, vr)
 	b.pass(t)
-	reconciled(t, ns, "argocd")
+	reconciled(t, ns, bc.name)
 	after := inventoryVersions(t, vr)
 	for k, rv := range before {
 		if after[k] != rv {
@@ -148,20 +181,20 @@ func TestArgoCDInstallThroughCreate(t *testing.T) {
 	}
 
 	// A deleted Deployment is back.
-	old := waitObject(t, deployments, ns, "argocd-server", "exists", exists)
-	if err := kube.AppsV1().Deployments(ns).Delete(t.Context(), "argocd-server", metav1.DeleteOptions{}); err != nil {
+	old := waitObject(t, deployments, bc.deploymentNS, bc.deployment, "exists", exists)
+	if err := kube.AppsV1().Deployments(bc.deploymentNS).Delete(t.Context(), bc.deployment, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitObject(t, deployments, ns, "argocd-server", "was restored", func(o *unstructured.Unstructured) bool { return o.GetUID() != old.GetUID() })
+	waitObject(t, deployments, bc.deploymentNS, bc.deployment, "was restored", func(o *unstructured.Unstructured) bool { return o.GetUID() != old.GetUID() })
 
 	// Deleted, it leaves nothing: its objects, the CRDs among them, and
 	// the ConfigMaps it owns.
-	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), "argocd", metav1.DeleteOptions{}); err != nil {
+	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), bc.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, vrResource, ns, "argocd", "was deleted")
-	waitGone(t, crds, "", "applicationsets.argoproj.io", "was deleted with the resource")
-	waitGone(t, deployments, ns, "argocd-server", "was deleted with the resource")
+	waitGone(t, vrResource, ns, bc.name, "was deleted")
+	waitGone(t, crds, "", bc.crd, "was deleted with the resource")
+	waitGone(t, deployments, bc.deploymentNS, bc.deployment, "was deleted with the resource")
 	for _, ref := range vr.Spec.ManifestFrom {
 		waitGone(t, configMaps, ns, ref.ConfigMapRef.Name, "was deleted with its owner")
 	}
