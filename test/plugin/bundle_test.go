@@ -28,6 +28,14 @@ func TestCreateWithConfigMapsThenDiffAndTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := namespace(t)
+	// A dry run prints the ConfigMap and the resource, and creates neither.
+	dry := run(t, "create", "web", "-n", ns, "-f", file, "--configmaps", "--dry-run=client", "-o", "yaml").expect(t, 0).stdout
+	if !strings.Contains(dry, "kind: ConfigMap") || !strings.Contains(dry, "manifest.yaml.gz") || !strings.Contains(dry, "kind: VidraResource") {
+		t.Errorf("create --configmaps --dry-run=client -o yaml printed\n%s\nwant the ConfigMap and the resource", dry)
+	}
+	if list, err := kube.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "vidra.infrahub.operators.com/manifest-of=web"}); err != nil || len(list.Items) != 0 {
+		t.Fatalf("a client dry run created ConfigMaps: %v, %v", list, err)
+	}
 	res := run(t, "create", "web", "-n", ns, "-f", file, "--configmaps").expect(t, 0)
 	if !strings.Contains(res.stdout, "configmap/web-manifest-0 created") {
 		t.Fatalf("create printed %q, want the ConfigMap", res.stdout)
