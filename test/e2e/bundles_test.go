@@ -5,9 +5,9 @@ package e2e_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
-	"compress/gzip"
 	"io"
 	"os"
 	"path/filepath"
