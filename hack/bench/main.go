@@ -44,13 +44,15 @@ type options struct {
 	replicas          []int
 	scaleDriftSamples int
 	// only, when "infrahub", runs the InfrahubSync section alone (infrahub.go).
-	only             string
-	infrahubN        int
-	infrahubSamples  int
-	infrahubInterval time.Duration
-	infrahubIdle     time.Duration
-	webhookFlood     time.Duration
-	webhookFloodRate int
+	only string
+	// sourcesN and sourcesSamples size the sources section (sources.go).
+	sourcesN, sourcesSamples int
+	infrahubN                int
+	infrahubSamples          int
+	infrahubInterval         time.Duration
+	infrahubIdle             time.Duration
+	webhookFlood             time.Duration
+	webhookFloodRate         int
 }
 
 func main() {
@@ -79,16 +81,18 @@ func main() {
 	replicas := flag.String("replicas", "", "run the scale measurement instead: once per replica count, comma-separated (1,2,3), each on a fresh control plane, with -n resources")
 	flag.BoolVar(&o.floor, "floor", false, "with -replicas: also time the converge by a client that sends only Vidra's requests, on a fresh control plane (what an operator that costs nothing would reach)")
 	flag.IntVar(&o.scaleDriftSamples, "scale-drift-samples", 50, "ConfigMap deletions timed in each scale run")
-	flag.StringVar(&o.only, "only", "", "run one section alone on a control plane of its own: infrahub or webhook (empty: the whole benchmark)")
+	flag.StringVar(&o.only, "only", "", "run one section alone on a control plane of its own: infrahub, webhook or sources (empty: the whole benchmark)")
 	flag.DurationVar(&o.webhookFlood, "webhook-flood", 10*time.Second, "how long the webhook section floods the receiver with forged requests")
 	flag.IntVar(&o.webhookFloodRate, "webhook-flood-rate", 1000, "forged requests a second of the webhook section's flood")
+	flag.IntVar(&o.sourcesN, "sources-n", 20, "VidraResources of the sources section, each reading one ConfigMap (spec.manifestFrom)")
+	flag.IntVar(&o.sourcesSamples, "sources-samples", 100, "source changes, and deletions, timed in the sources section")
 	flag.IntVar(&o.infrahubN, "infrahub-n", 100, "artifacts of the InfrahubSync section, one ConfigMap each")
 	flag.IntVar(&o.infrahubSamples, "infrahub-samples", 20, "artifact changes timed in the InfrahubSync section")
 	flag.DurationVar(&o.infrahubInterval, "infrahub-interval", 2*time.Second, "spec.interval of the InfrahubSync section's sync")
 	flag.DurationVar(&o.infrahubIdle, "infrahub-idle", time.Minute, "how long the InfrahubSync section counts idle requests")
 	flag.Parse()
-	if o.only != "" && o.only != "infrahub" && o.only != "webhook" {
-		fmt.Fprintf(os.Stderr, "bench: -only %q: want infrahub, webhook or nothing\n", o.only)
+	if o.only != "" && o.only != "infrahub" && o.only != "webhook" && o.only != "sources" {
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want infrahub, webhook, sources or nothing\n", o.only)
 		os.Exit(2)
 	}
 	for _, f := range strings.Split(*replicas, ",") {
@@ -146,6 +150,16 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Print(infrahubMarkdown(res))
+		fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
+		return
+	}
+	if o.only == "sources" {
+		res, err := runSources(ctx, o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Print(sourcesMarkdown(res))
 		fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
 		return
 	}

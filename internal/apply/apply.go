@@ -122,11 +122,15 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 
 	// The manifest's errors and spec.ignore's are reported together, so
 	// that fixing one does not reveal the other only on the next try.
-	objs, perrs, err := e.manifests.objects(ctx, pass.key, vr)
-	if err != nil {
-		pass.Out.Fail(v1alpha1.ReasonManifestUnavailable, true, err)
+	got := e.manifests.objects(ctx, pass.key, vr)
+	if len(got.fails) > 0 {
+		// Nothing is applied, and so nothing pruned: a source missing for
+		// a moment must not mean its objects left the manifest.
+		pass.Out.Errs = append(pass.Out.Errs, got.fails...)
 		return
 	}
+	objs, perrs := got.objs, got.errs
+	pass.Out.Sources = got.applied
 	rules, ierrs := compileIgnore(vr.Spec.Ignore)
 	switch vr.Spec.DriftPolicy {
 	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:

@@ -4,6 +4,7 @@
 package apply
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -48,6 +50,12 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Enqueue wakes a VidraResource an object was handed over to.
 	Enqueue func(cache.ObjectName)
+	// Home returns a client of the cluster Vidra runs in acting as a
+	// resource's identity, which reads its spec.manifestFrom; Sources is
+	// told what each resource reads, to wake it on a change. Nil Home
+	// fails every resource that uses spec.manifestFrom.
+	Home    func(context.Context, *v1alpha1.VidraResource) (dynamic.Interface, error)
+	Sources SourceWatch
 	// Registerer receives the engine's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Clock      clock.Clock
@@ -94,7 +102,7 @@ func New(opts Options) *Engine {
 		enqueue:   opts.Enqueue,
 		metrics:   newMetrics(opts.Registerer),
 		clock:     opts.Clock,
-		manifests: &manifestSource{parsed: newParseCache(), vidra: opts.Vidra},
+		manifests: &manifestSource{parsed: newParseCache(), vidra: opts.Vidra, home: opts.Home, watch: opts.Sources},
 		states:    map[cache.ObjectName]*resourceState{},
 		managers:  labelSet{max: maxManagerLabels},
 		kinds:     labelSet{max: maxKindLabels},
@@ -105,6 +113,9 @@ func New(opts Options) *Engine {
 // gone: what it applied, its claims, its parsed manifest.
 func (e *Engine) Forget(key cache.ObjectName) {
 	e.manifests.parsed.forget(key)
+	if e.manifests.watch != nil {
+		e.manifests.watch.Forget(key)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.states, key)
@@ -174,6 +185,10 @@ type Outcome struct {
 	Held []PruneHold
 	// Inventory is the status.managedResources to write.
 	Inventory []v1alpha1.ManagedResource
+	// Sources are the references of spec.manifestFrom the pass read, with
+	// the sums of their content: status.manifestFrom once the pass
+	// succeeds.
+	Sources []v1alpha1.AppliedSource
 }
 
 // Retryable reports whether the pass failed, and every failure may go away

@@ -4,12 +4,19 @@
 package apply
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
@@ -22,7 +29,7 @@ import (
 // cache pc.
 func parseVR(t *testing.T, pc *parseCache, key cache.ObjectName, vr *v1alpha1.VidraResource) ([]manifest.Object, manifest.ErrorList) {
 	t.Helper()
-	objs, errs, err := (&manifestSource{parsed: pc}).objects(t.Context(), key, vr)
+	objs, errs, err := unpack((&manifestSource{parsed: pc}).objects(t.Context(), key, vr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +96,7 @@ func TestManifestSourceReadsTheResourceOnlyWhenItsParseIsNotCached(t *testing.T)
 	step := func(what string, vr *v1alpha1.VidraResource, wantGets int) []manifest.Object {
 		t.Helper()
 		before := gets(cs)
-		objs, errs, err := s.objects(t.Context(), key, vr)
+		objs, errs, err := unpack(s.objects(t.Context(), key, vr))
 		if err != nil || len(errs) > 0 {
 			t.Fatalf("%s: objects() = %v, %v", what, errs, err)
 		}
@@ -122,12 +129,12 @@ func TestManifestSourceTakesTheManifestOfANewerGeneration(t *testing.T) {
 	cs := fake.NewClientset(live)
 	s := &manifestSource{parsed: newParseCache(), vidra: cs}
 	key := cache.MetaObjectToName(old)
-	objs, errs, err := s.objects(t.Context(), key, cachedCopy(old))
+	objs, errs, err := unpack(s.objects(t.Context(), key, cachedCopy(old)))
 	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Object.GetName() != "b" {
 		t.Fatalf("objects() = %v, %v, %v; want the newer manifest's object b", objs, errs, err)
 	}
 	before := gets(cs)
-	if _, _, err := s.objects(t.Context(), key, cachedCopy(live)); err != nil || gets(cs) != before {
+	if _, _, err := unpack(s.objects(t.Context(), key, cachedCopy(live))); err != nil || gets(cs) != before {
 		t.Errorf("the informer's copy of the newer generation read it again (%v)", err)
 	}
 }
@@ -137,7 +144,7 @@ func TestManifestSourceRefusesAResourceCreatedAgain(t *testing.T) {
 	live := sourceVR(sourceManifest)
 	live.UID = "uid-2"
 	s := &manifestSource{parsed: newParseCache(), vidra: fake.NewClientset(live)}
-	_, _, err := s.objects(t.Context(), cache.MetaObjectToName(old), cachedCopy(old))
+	_, _, err := unpack(s.objects(t.Context(), cache.MetaObjectToName(old), cachedCopy(old)))
 	if err == nil || !strings.Contains(err.Error(), "uid-1") {
 		t.Fatalf("objects() = %v, want an error naming the UID that is gone", err)
 	}
@@ -151,7 +158,7 @@ func TestManifestOverTheBoundIsRefusedWithoutARead(t *testing.T) {
 	cs := fake.NewClientset(big)
 	s := &manifestSource{parsed: newParseCache(), vidra: cs}
 	for name, vr := range map[string]*v1alpha1.VidraResource{"cached copy": cachedCopy(big), "whole": big} {
-		objs, errs, err := s.objects(t.Context(), cache.MetaObjectToName(big), vr)
+		objs, errs, err := unpack(s.objects(t.Context(), cache.MetaObjectToName(big), vr))
 		if err != nil || len(objs) > 0 || len(errs) != 1 || errs[0].Reason != manifest.ReasonManifestTooLarge ||
 			!strings.Contains(errs[0].Error(), v1alpha1.ManifestTooLargeMessage) {
 			t.Errorf("%s: objects() = %v, %v, %v; want one ManifestTooLarge error with the CRD's message", name, objs, errs, err)
@@ -195,5 +202,59 @@ func TestCRDBoundsTheManifestAsTheOperatorDoes(t *testing.T) {
 	want := []struct{ Rule, Message string }{{fmt.Sprintf("size(bytes(self)) <= %d", v1alpha1.MaxManifestBytes), v1alpha1.ManifestTooLargeMessage}}
 	if len(got) != 1 || got[0] != want[0] {
 		t.Errorf("the CRD's rules on spec.manifest are %+v, want %+v", got, want)
+	}
+}
+
+// unpack is a read as the tests look at it: a failure as one error.
+func unpack(r read) ([]manifest.Object, manifest.ErrorList, error) { return r.objs, r.errs, r.err() }
+
+// sourceStore is a fake API server holding one ConfigMap, counting reads.
+type sourceStore struct {
+	client *dynamicfake.FakeDynamicClient
+}
+
+func newSourceStore(data string) *sourceStore {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "bundle"}, Data: map[string]string{"app.yaml": data}}
+	return &sourceStore{client: dynamicfake.NewSimpleDynamicClient(scheme, cm)}
+}
+
+func (s *sourceStore) set(t *testing.T, data string) {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": "team-a", "name": "bundle"}, "data": map[string]any{"app.yaml": data}}}
+	if _, err := s.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("team-a").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The parse of a resource with spec.manifestFrom is cached under the sums
+// of its sources: the same content parses once, a changed one again.
+func TestManifestFromParseIsCachedUnderTheSourcesSums(t *testing.T) {
+	store := newSourceStore(sourceManifest)
+	s := &manifestSource{parsed: newParseCache(), home: func(context.Context, *v1alpha1.VidraResource) (dynamic.Interface, error) {
+		return store.client, nil
+	}}
+	vr := sourceVR("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inline\n")
+	vr.Spec.ManifestFrom = []v1alpha1.ManifestSource{{ConfigMapRef: &v1alpha1.SourceKeyReference{Name: "bundle"}}}
+	key := cache.MetaObjectToName(vr)
+
+	first := s.objects(t.Context(), key, vr)
+	if err := first.err(); err != nil || len(first.errs) > 0 || len(first.objs) != 2 || len(first.applied) != 1 {
+		t.Fatalf("objects() = %d objects, %v, %v, applied %v; want inline and a", len(first.objs), first.errs, err, first.applied)
+	}
+	again := s.objects(t.Context(), key, vr)
+	if &again.objs[0] != &first.objs[0] {
+		t.Error("the same sources were parsed again, not taken from the cache")
+	}
+
+	store.set(t, strings.ReplaceAll(sourceManifest, "name: a", "name: b"))
+	changed := s.objects(t.Context(), key, vr)
+	if err := changed.err(); err != nil || len(changed.objs) != 2 || changed.objs[1].Object.GetName() != "b" {
+		t.Fatalf("after the ConfigMap changed: %d objects, %v", len(changed.objs), err)
+	}
+	if changed.applied[0].SHA256 == first.applied[0].SHA256 {
+		t.Error("the applied sum did not change with the content")
 	}
 }

@@ -386,7 +386,8 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 		// Unread, the manifest's objects are not looked for; the
 		// inventory's are let go all the same, and the error returned, as
 		// a failed look at the destination is.
-		objs, perrs, unread = e.manifests.objects(ctx, cache.MetaObjectToName(vr), vr)
+		got := e.manifests.objects(ctx, cache.MetaObjectToName(vr), vr)
+		objs, perrs, unread = got.objs, got.errs, got.err()
 	}
 	if unread == nil && len(perrs) == 0 && declared && checkDefaultNamespace(vr) == nil {
 		inv := inventorySet(items)

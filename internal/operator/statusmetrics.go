@@ -106,6 +106,7 @@ var knownReasons = func() map[string]bool {
 		v1alpha1.ReasonInfrahubUnavailable,
 		v1alpha1.ReasonInvalidManifest,
 		v1alpha1.ReasonInvalidSource,
+		v1alpha1.ReasonManifestSourceUnavailable,
 		v1alpha1.ReasonManifestTooLarge,
 		v1alpha1.ReasonManifestUnavailable,
 		v1alpha1.ReasonNameTaken,

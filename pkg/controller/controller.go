@@ -40,6 +40,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/sourcewatch"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
@@ -158,6 +159,9 @@ type Controller struct {
 	registry *watchregistry.Registry[cache.ObjectName]
 	dests    *destination.Resolver
 	engine   *apply.Engine
+	// sources wakes resources when an object of their spec.manifestFrom
+	// changes.
+	sources  *sourcewatch.Watcher
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
@@ -319,8 +323,12 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if err != nil {
 		return nil, err
 	}
+	// The objects of spec.manifestFrom are watched by the operator's own
+	// identity, metadata only, and read by each resource's.
+	c.sources = sourcewatch.New(c.dests.Local().Meta, enqueue)
 	c.engine = apply.New(apply.Options{
 		Registry: reg, Owners: c.lister, Vidra: clients.Vidra, Recorder: opts.Recorder, Enqueue: enqueue,
+		Home: c.dests.Home, Sources: c.sources,
 		Registerer: opts.Registerer, Clock: opts.Clock,
 		Resources: func(uid types.UID) (exists, known bool) {
 			// Reconciles start once the informer has listed: the set
@@ -405,6 +413,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	wg.Go(func() { c.registry.Run(ctx) })
 	// Secret informers of remote destinations start on demand, under ctx.
 	wg.Go(func() { c.dests.Run(ctx) })
+	wg.Go(func() { c.sources.Run(ctx) })
 
 	logger.Info("Waiting for informer caches to sync")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {

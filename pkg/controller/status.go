@@ -58,6 +58,11 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		})
 	}
 	errs := r.Out.Errs
+	if len(errs) == 0 {
+		// What the resource's objects now are; a failed pass keeps the
+		// sums of the content last applied.
+		st.ManifestFrom = r.Out.Sources
+	}
 	var conflicts []*apply.ObjectError
 	for _, e := range errs {
 		if e.Conflict {
@@ -179,7 +184,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 func needsPerson(e *apply.ObjectError) bool {
 	switch e.Reason {
 	case v1alpha1.ReasonUnknownKind, v1alpha1.ReasonNamespaceNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonUnmanagedExists,
-		v1alpha1.ReasonServiceAccountNotFound:
+		v1alpha1.ReasonServiceAccountNotFound, v1alpha1.ReasonSourceUnavailable:
 		return true
 	}
 	return false

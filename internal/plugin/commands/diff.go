@@ -4,6 +4,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/manifest"
+	"github.com/vidra-operator/vidra/internal/manifestfrom"
 	"github.com/vidra-operator/vidra/internal/plugin/pack"
 	"github.com/vidra-operator/vidra/internal/plugin/preview"
 	"github.com/vidra-operator/vidra/internal/plugin/render"
@@ -114,6 +116,8 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 				return 0, fmt.Errorf("the new manifest does not parse:\n%w", err)
 			}
 			vr.Spec.Manifest, objs, source = m.Text, m.Objects, ""
+			// The files are the whole new manifest, as create packs them.
+			vr.Spec.ManifestFrom, vr.Spec.ManifestEncoding = nil, ""
 		}
 	} else {
 		if vr, err = r.readDefinition(files, c.namespace); err != nil {
@@ -134,17 +138,6 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 		return 0, fmt.Errorf("vidraresource %s/%s goes to the remote destination %s: diff supports only the local cluster yet",
 			vr.Namespace, vr.Name, vr.Spec.Destination.Server)
 	}
-	if objs == nil {
-		var errs manifest.ErrorList
-		if objs, errs = manifest.Parse(vr.Spec.Manifest); len(errs) > 0 {
-			return 0, fmt.Errorf("the manifest does not parse:\n%s", located(source, errs))
-		}
-	}
-	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonServiceAccountRequired {
-		fmt.Fprintf(r.streams.ErrOut, "warning: the operator applies nothing for vidraresource %s/%s: %s\n",
-			render.Safe(vr.Namespace), render.Safe(vr.Name), render.OneLine(c.Message))
-	}
-
 	cfg := c.config
 	if sa := vr.Spec.ServiceAccountName; sa != "" {
 		if cfg, err = asServiceAccount(ctx, c, vr.Namespace, sa); err != nil {
@@ -155,6 +148,26 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 	if err != nil {
 		return 0, err
 	}
+	if objs == nil {
+		// Read as the operator reads it: spec.manifestFrom with the
+		// resource's identity, within the same bounds.
+		text, err := fullManifest(ctx, dyn, vr)
+		if err != nil {
+			return 0, err
+		}
+		if len(vr.Spec.ManifestFrom) > 0 {
+			source += " and its spec.manifestFrom, joined"
+		}
+		var errs manifest.ErrorList
+		if objs, errs = manifest.Parse(text); len(errs) > 0 {
+			return 0, fmt.Errorf("the manifest does not parse:\n%s", located(source, errs))
+		}
+	}
+	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonServiceAccountRequired {
+		fmt.Fprintf(r.streams.ErrOut, "warning: the operator applies nothing for vidraresource %s/%s: %s\n",
+			render.Safe(vr.Namespace), render.Safe(vr.Name), render.OneLine(c.Message))
+	}
+
 	m, dc, err := mapper(cfg)
 	if err != nil {
 		return 0, err
@@ -222,4 +235,34 @@ func (r *root) readDefinition(files []string, namespace string) (*v1alpha1.Vidra
 		vr.Namespace = namespace
 	}
 	return vr, nil
+}
+
+// fullManifest returns vr's manifest as the operator reads it:
+// spec.manifest decoded, then the documents of spec.manifestFrom, read
+// with client (the resource's identity), within the operator's bounds.
+func fullManifest(ctx context.Context, client dynamic.Interface, vr *v1alpha1.VidraResource) (string, error) {
+	if vr.Spec.ManifestEncoding == "" && len(vr.Spec.ManifestFrom) == 0 {
+		return vr.Spec.Manifest, nil
+	}
+	head, derr := manifestfrom.DecodeManifest(vr.Spec.Manifest, vr.Spec.ManifestEncoding, manifest.MaxManifestBytes)
+	if derr != nil {
+		return "", derr
+	}
+	refs, rerr := manifestfrom.Refs(vr.Spec.ManifestFrom)
+	if rerr != nil {
+		return "", rerr
+	}
+	sources, errs := manifestfrom.Fetch(ctx, client, vr.Namespace, refs, manifest.MaxManifestBytes)
+	if len(errs) > 0 {
+		all := make([]error, len(errs))
+		for i, e := range errs {
+			all[i] = e
+		}
+		return "", errors.Join(all...)
+	}
+	text, aerr := manifestfrom.Assemble(head, sources, manifest.MaxManifestBytes)
+	if aerr != nil {
+		return "", aerr
+	}
+	return text, nil
 }

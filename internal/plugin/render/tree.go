@@ -30,8 +30,21 @@ type Tree struct {
 	Suspended   bool   `json:"suspended,omitempty"`
 	DriftPolicy string `json:"driftPolicy"`
 	// Conflict is the message of the Conflict condition, when True.
-	Conflict string       `json:"conflict,omitempty"`
-	Objects  []TreeObject `json:"objects"`
+	Conflict string `json:"conflict,omitempty"`
+	// Sources are the ConfigMaps and Secrets of spec.manifestFrom, first
+	// in the tree as the manifest's are read first.
+	Sources []TreeSource `json:"sources,omitempty"`
+	Objects []TreeObject `json:"objects"`
+}
+
+// TreeSource is one reference of spec.manifestFrom.
+type TreeSource struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	Key  string `json:"key,omitempty"`
+	// SHA256 is the sum of its content the last successful reconcile
+	// applied, empty when none did yet.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // TreeObject is one managed object of a Tree.
@@ -83,6 +96,23 @@ func NewTree(vr *v1alpha1.VidraResource) *Tree {
 	if c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); c != nil && c.Status == "True" {
 		t.Conflict = c.Message
 		conflicts = strings.Split(c.Message, "; ")
+	}
+	for _, src := range vr.Spec.ManifestFrom {
+		ts := TreeSource{Kind: "ConfigMap"}
+		ref := src.ConfigMapRef
+		if src.SecretRef != nil {
+			ts.Kind, ref = "Secret", src.SecretRef
+		}
+		if ref == nil {
+			continue
+		}
+		ts.Name, ts.Key = ref.Name, ref.Key
+		for _, a := range vr.Status.ManifestFrom {
+			if a.Kind == ts.Kind && a.Name == ts.Name && a.Key == ts.Key {
+				ts.SHA256 = a.SHA256
+			}
+		}
+		t.Sources = append(t.Sources, ts)
 	}
 	for _, m := range vr.Status.ManagedResources {
 		o := TreeObject{APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, Health: m.Health, HealthMessage: m.HealthMessage}
@@ -146,6 +176,22 @@ func WriteTree(w io.Writer, t *Tree, o Options) error {
 	// destination: Safe keeps them off the terminal, and on their row.
 	row(tw, Safe(t.Namespace), "VidraResource/"+Safe(t.Name), o.paint(statusColor(t.Ready), Safe(t.Ready)),
 		o.paint(statusColor(healthy), Safe(healthy)), rootDrift(t), rootMsg)
+	for i, src := range t.Sources {
+		branch := "├─"
+		if i == len(t.Sources)-1 && len(t.Objects) == 0 {
+			branch = "└─"
+		}
+		msg := "manifest source"
+		if src.Key != "" {
+			msg += ", key " + Safe(src.Key)
+		}
+		if sum, ok := strings.CutPrefix(src.SHA256, "sha256:"); ok && len(sum) >= 12 {
+			msg += ", applied sha256:" + Safe(sum[:12])
+		} else {
+			msg += ", not applied yet"
+		}
+		row(tw, Safe(t.Namespace), branch+Safe(src.Kind)+"/"+Safe(src.Name), "", "", "", msg)
+	}
 	for i, obj := range t.Objects {
 		branch := "├─"
 		if i == len(t.Objects)-1 {

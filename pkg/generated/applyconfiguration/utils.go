@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=infrahub.operators.com, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AppliedSource"):
+		return &infrahubv1alpha1.AppliedSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CASecretReference"):
 		return &infrahubv1alpha1.CASecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterReference"):
@@ -58,8 +60,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &infrahubv1alpha1.LocalSecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ManagedResource"):
 		return &infrahubv1alpha1.ManagedResourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ManifestSource"):
+		return &infrahubv1alpha1.ManifestSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):
 		return &infrahubv1alpha1.SecretKeyReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SourceKeyReference"):
+		return &infrahubv1alpha1.SourceKeyReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StatusOmissions"):
 		return &infrahubv1alpha1.StatusOmissionsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SyncedArtifact"):

@@ -32,6 +32,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.AppliedSource":         schema_pkg_apis_infrahub_v1alpha1_AppliedSource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.CASecretReference":     schema_pkg_apis_infrahub_v1alpha1_CASecretReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference":      schema_pkg_apis_infrahub_v1alpha1_ClusterReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference":   schema_pkg_apis_infrahub_v1alpha1_DependencyReference(ref),
@@ -46,7 +47,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.InfrahubSyncStatus":    schema_pkg_apis_infrahub_v1alpha1_InfrahubSyncStatus(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.LocalSecretReference":  schema_pkg_apis_infrahub_v1alpha1_LocalSecretReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource":       schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManifestSource":        schema_pkg_apis_infrahub_v1alpha1_ManifestSource(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SecretKeyReference":    schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref),
+		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SourceKeyReference":    schema_pkg_apis_infrahub_v1alpha1_SourceKeyReference(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions":       schema_pkg_apis_infrahub_v1alpha1_StatusOmissions(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SyncedArtifact":        schema_pkg_apis_infrahub_v1alpha1_SyncedArtifact(ref),
 		"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.VidraResource":         schema_pkg_apis_infrahub_v1alpha1_VidraResource(ref),
@@ -110,6 +113,51 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                                               schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_AppliedSource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AppliedSource is one reference of spec.manifestFrom as the last successful reconcile read it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is ConfigMap or Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key read; empty when every key was.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sha256": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SHA256 is \"sha256:\" and the hex SHA-256 of the content read, as stored (before decompression), keys in the order read.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"kind", "name", "sha256"},
+			},
+		},
 	}
 }
 
@@ -814,6 +862,33 @@ func schema_pkg_apis_infrahub_v1alpha1_ManagedResource(ref common.ReferenceCallb
 	}
 }
 
+func schema_pkg_apis_infrahub_v1alpha1_ManifestSource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ManifestSource names one ConfigMap or Secret, and optionally one of its keys, of the VidraResource's namespace; exactly one of configMapRef and secretRef is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"configMapRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ConfigMapRef names a ConfigMap.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SourceKeyReference"),
+						},
+					},
+					"secretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretRef names a Secret.",
+							Ref:         ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SourceKeyReference"),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.SourceKeyReference"},
+	}
+}
+
 func schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -832,6 +907,35 @@ func schema_pkg_apis_infrahub_v1alpha1_SecretKeyReference(ref common.ReferenceCa
 					"key": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Key in the Secret's data that holds the kubeconfig.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_infrahub_v1alpha1_SourceKeyReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SourceKeyReference names an object of the same namespace and optionally one of its keys.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key of the object's data (or binaryData) to read; empty reads every key, in the order of their names.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1059,10 +1163,34 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 				Properties: map[string]spec.Schema{
 					"manifest": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Manifest holds the desired objects: multi-document YAML, or JSON (one object, a JSON array of objects, or a v1 List), at most 786432 bytes (768 KiB, MaxManifestBytes) of UTF-8.",
-							Default:     "",
+							Description: "Manifest holds the desired objects: multi-document YAML, or JSON (one object, a JSON array of objects, or a v1 List), at most 786432 bytes (768 KiB, MaxManifestBytes) of UTF-8; with manifestEncoding gzip+base64, that text gzip-compressed and base64-encoded. It may be empty when manifestFrom is not.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"manifestEncoding": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManifestEncoding says how spec.manifest is written: empty for the text itself, gzip+base64 for the text gzip-compressed, then base64-encoded. Decompressed, it obeys the same bounds as any manifest (docs/bundles.md).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"manifestFrom": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ManifestFrom are ConfigMaps and Secrets of the VidraResource's namespace whose documents follow spec.manifest's, in this order, read with the resource's identity (spec.serviceAccountName must be able to get them). A reference without a key takes every key of the object, in the order of their names. A key holding gzip data (in binaryData, named *.gz, or starting with gzip's magic number) is decompressed within bounds. A change of a referenced object applies again. At most 16 references (MaxManifestSources).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManifestSource"),
+									},
+								},
+							},
 						},
 					},
 					"destination": {
@@ -1184,11 +1312,10 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 						},
 					},
 				},
-				Required: []string{"manifest"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule", v1.Duration{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DependencyReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.Destination", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.IgnoreRule", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManifestSource", v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1265,6 +1392,24 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 							Format:      "int32",
 						},
 					},
+					"manifestFrom": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ManifestFrom records, per reference of spec.manifestFrom, the content the last successful reconcile applied.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.AppliedSource"),
+									},
+								},
+							},
+						},
+					},
 					"lastSyncTime": {
 						SchemaProps: spec.SchemaProps{
 							Description: "LastSyncTime is when an apply last changed the destination.",
@@ -1330,7 +1475,7 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceStatus(ref common.ReferenceC
 			},
 		},
 		Dependencies: []string{
-			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.AppliedSource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ClusterReference", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.DriftRecord", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.ManagedResource", "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1.StatusOmissions", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -177,6 +177,16 @@ func TestInvalidInputIsRejectedNamingTheField(t *testing.T) {
 			vr.Spec.Interval = nil
 		}, "spec.interval"},
 		{"empty manifest", func(vr *v1alpha1.VidraResource) { vr.Spec.Manifest = "" }, "spec.manifest"},
+		{"manifestFrom entry naming a ConfigMap and a Secret", func(vr *v1alpha1.VidraResource) {
+			ref := &v1alpha1.SourceKeyReference{Name: "x"}
+			vr.Spec.ManifestFrom = []v1alpha1.ManifestSource{{ConfigMapRef: ref, SecretRef: ref}}
+		}, "spec.manifestFrom[0]"},
+		{"more than 16 manifestFrom references", func(vr *v1alpha1.VidraResource) {
+			for i := range 17 {
+				vr.Spec.ManifestFrom = append(vr.Spec.ManifestFrom, v1alpha1.ManifestSource{ConfigMapRef: &v1alpha1.SourceKeyReference{Name: fmt.Sprint("c", i)}})
+			}
+		}, "spec.manifestFrom"},
+		{"unknown manifestEncoding", func(vr *v1alpha1.VidraResource) { vr.Spec.ManifestEncoding = "zstd" }, "spec.manifestEncoding"},
 		{"server that is no URL", func(vr *v1alpha1.VidraResource) { vr.Spec.Destination.Server = "not a url" }, "spec.destination.server"},
 		{"timeout under a second", func(vr *v1alpha1.VidraResource) {
 			vr.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Millisecond}
@@ -219,6 +229,12 @@ func TestInvalidInputIsRejectedNamingTheField(t *testing.T) {
 	ok.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
 	if _, err := cs.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), ok, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("valid resource rejected: %v", err)
+	}
+	from := base()
+	from.Spec.Manifest = ""
+	from.Spec.ManifestFrom = []v1alpha1.ManifestSource{{SecretRef: &v1alpha1.SourceKeyReference{Name: "bundle", Key: "crds.yaml.gz"}}}
+	if _, err := cs.InfrahubV1alpha1().VidraResources(ns).Create(t.Context(), from, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a resource with manifestFrom and no manifest rejected: %v", err)
 	}
 	zero := base()
 	zero.Spec.Interval = &metav1.Duration{}

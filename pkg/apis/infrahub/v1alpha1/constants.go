@@ -189,3 +189,9 @@ const (
 // clients that address them without the typed clientset (metadata-only
 // writes, dynamic clients).
 const ResourcePlural = "vidraresources"
+
+// ReasonSourceUnavailable: a ConfigMap or Secret of spec.manifestFrom is
+// missing, lacks the key named, or the resource's identity may not read
+// it; the message names it. Nothing is applied or pruned until it can be
+// read; retried with backoff, and at once when it changes.
+const ReasonSourceUnavailable = "ManifestSourceUnavailable"

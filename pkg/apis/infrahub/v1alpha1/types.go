@@ -64,14 +64,37 @@ const MaxManifestBytes = 768 << 10
 const ManifestTooLargeMessage = "must be at most 786432 bytes (768 KiB): split the objects into several VidraResources, ordered with spec.dependsOn where one needs another"
 
 // VidraResourceSpec is the desired state of a VidraResource.
+// +kubebuilder:validation:XValidation:rule="(has(self.manifest) && size(self.manifest) > 0) || (has(self.manifestFrom) && size(self.manifestFrom) > 0)",message="spec.manifest and spec.manifestFrom may not both be empty: give the objects in one of them"
 type VidraResourceSpec struct {
 	// Manifest holds the desired objects: multi-document YAML, or JSON (one
 	// object, a JSON array of objects, or a v1 List), at most 786432 bytes
-	// (768 KiB, MaxManifestBytes) of UTF-8.
-	// +kubebuilder:validation:MinLength=1
+	// (768 KiB, MaxManifestBytes) of UTF-8; with manifestEncoding
+	// gzip+base64, that text gzip-compressed and base64-encoded. It may be
+	// empty when manifestFrom is not.
 	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 786432",message="must be at most 786432 bytes (768 KiB): split the objects into several VidraResources, ordered with spec.dependsOn where one needs another"
-	// +required
-	Manifest string `json:"manifest"`
+	// +optional
+	Manifest string `json:"manifest,omitempty"`
+
+	// ManifestEncoding says how spec.manifest is written: empty for the
+	// text itself, gzip+base64 for the text gzip-compressed, then
+	// base64-encoded. Decompressed, it obeys the same bounds as any
+	// manifest (docs/bundles.md).
+	// +kubebuilder:validation:Enum="";gzip+base64
+	// +optional
+	ManifestEncoding ManifestEncoding `json:"manifestEncoding,omitempty"`
+
+	// ManifestFrom are ConfigMaps and Secrets of the VidraResource's
+	// namespace whose documents follow spec.manifest's, in this order, read
+	// with the resource's identity (spec.serviceAccountName must be able
+	// to get them). A reference without a key takes every key of the
+	// object, in the order of their names. A key holding gzip data (in
+	// binaryData, named *.gz, or starting with gzip's magic number) is
+	// decompressed within bounds. A change of a referenced object applies
+	// again. At most 16 references (MaxManifestSources).
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ManifestFrom []ManifestSource `json:"manifestFrom,omitempty"`
 
 	// Destination says which cluster receives the objects and how.
 	// +optional
@@ -185,6 +208,62 @@ type VidraResourceSpec struct {
 	// +listType=atomic
 	// +optional
 	Ignore []IgnoreRule `json:"ignore,omitempty"`
+}
+
+// ManifestEncoding says how spec.manifest is encoded.
+// +kubebuilder:validation:Enum="";gzip+base64
+type ManifestEncoding string
+
+// ManifestEncodingGzipBase64 is a manifest gzip-compressed, then
+// base64-encoded (standard alphabet, with padding).
+const ManifestEncodingGzipBase64 ManifestEncoding = "gzip+base64"
+
+// MaxManifestSources bounds spec.manifestFrom: each reference costs a read
+// on every reconcile whose parse is not cached, and a watch.
+const MaxManifestSources = 16
+
+// ManifestSource names one ConfigMap or Secret, and optionally one of its
+// keys, of the VidraResource's namespace; exactly one of configMapRef and
+// secretRef is set.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="set exactly one of configMapRef and secretRef"
+type ManifestSource struct {
+	// ConfigMapRef names a ConfigMap.
+	// +optional
+	ConfigMapRef *SourceKeyReference `json:"configMapRef,omitempty"`
+	// SecretRef names a Secret.
+	// +optional
+	SecretRef *SourceKeyReference `json:"secretRef,omitempty"`
+}
+
+// SourceKeyReference names an object of the same namespace and optionally
+// one of its keys.
+type SourceKeyReference struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of an object of this namespace: lowercase letters, digits, '-' and '.'"
+	// +required
+	Name string `json:"name"`
+	// Key of the object's data (or binaryData) to read; empty reads every
+	// key, in the order of their names.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// AppliedSource is one reference of spec.manifestFrom as the last
+// successful reconcile read it.
+type AppliedSource struct {
+	// Kind is ConfigMap or Secret.
+	Kind string `json:"kind"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Key read; empty when every key was.
+	// +optional
+	Key string `json:"key,omitempty"`
+	// SHA256 is "sha256:" and the hex SHA-256 of the content read, as
+	// stored (before decompression), keys in the order read.
+	SHA256 string `json:"sha256"`
 }
 
 // DriftPolicy says what Vidra does about changes others make to managed
@@ -353,6 +432,12 @@ type VidraResourceStatus struct {
 	// printer column.
 	// +optional
 	ManagedCount int32 `json:"managedCount,omitempty"`
+
+	// ManifestFrom records, per reference of spec.manifestFrom, the content
+	// the last successful reconcile applied.
+	// +listType=atomic
+	// +optional
+	ManifestFrom []AppliedSource `json:"manifestFrom,omitempty"`
 
 	// LastSyncTime is when an apply last changed the destination.
 	// +optional

@@ -193,6 +193,24 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.AppliedSource
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: sha256
+      type:
+        scalar: string
+      default: ""
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.CASecretReference
   map:
     fields:
@@ -437,7 +455,26 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: namespace
       type:
         scalar: string
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ManifestSource
+  map:
+    fields:
+    - name: configMapRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SourceKeyReference
+    - name: secretRef
+      type:
+        namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SourceKeyReference
 - name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SecretKeyReference
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+- name: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.SourceKeyReference
   map:
     fields:
     - name: key
@@ -545,7 +582,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: manifest
       type:
         scalar: string
-      default: ""
+    - name: manifestEncoding
+      type:
+        scalar: string
+    - name: manifestFrom
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ManifestSource
+          elementRelationship: atomic
     - name: prune
       type:
         scalar: boolean
@@ -610,6 +655,12 @@ var schemaYAML = typed.YAMLObject(`types:
         list:
           elementType:
             namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.ManagedResource
+          elementRelationship: atomic
+    - name: manifestFrom
+      type:
+        list:
+          elementType:
+            namedType: com.github.vidra-operator.vidra.pkg.apis.infrahub.v1alpha1.AppliedSource
           elementRelationship: atomic
     - name: observedGeneration
       type:

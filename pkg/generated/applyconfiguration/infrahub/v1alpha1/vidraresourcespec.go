@@ -30,8 +30,24 @@ import (
 type VidraResourceSpecApplyConfiguration struct {
 	// Manifest holds the desired objects: multi-document YAML, or JSON (one
 	// object, a JSON array of objects, or a v1 List), at most 786432 bytes
-	// (768 KiB, MaxManifestBytes) of UTF-8.
+	// (768 KiB, MaxManifestBytes) of UTF-8; with manifestEncoding
+	// gzip+base64, that text gzip-compressed and base64-encoded. It may be
+	// empty when manifestFrom is not.
 	Manifest *string `json:"manifest,omitempty"`
+	// ManifestEncoding says how spec.manifest is written: empty for the
+	// text itself, gzip+base64 for the text gzip-compressed, then
+	// base64-encoded. Decompressed, it obeys the same bounds as any
+	// manifest (docs/bundles.md).
+	ManifestEncoding *infrahubv1alpha1.ManifestEncoding `json:"manifestEncoding,omitempty"`
+	// ManifestFrom are ConfigMaps and Secrets of the VidraResource's
+	// namespace whose documents follow spec.manifest's, in this order, read
+	// with the resource's identity (spec.serviceAccountName must be able
+	// to get them). A reference without a key takes every key of the
+	// object, in the order of their names. A key holding gzip data (in
+	// binaryData, named *.gz, or starting with gzip's magic number) is
+	// decompressed within bounds. A change of a referenced object applies
+	// again. At most 16 references (MaxManifestSources).
+	ManifestFrom []ManifestSourceApplyConfiguration `json:"manifestFrom,omitempty"`
 	// Destination says which cluster receives the objects and how.
 	Destination *DestinationApplyConfiguration `json:"destination,omitempty"`
 	// Interval is the period of the safety-net re-check, as a Go duration
@@ -115,6 +131,27 @@ func VidraResourceSpec() *VidraResourceSpecApplyConfiguration {
 // If called multiple times, the Manifest field is set to the value of the last call.
 func (b *VidraResourceSpecApplyConfiguration) WithManifest(value string) *VidraResourceSpecApplyConfiguration {
 	b.Manifest = &value
+	return b
+}
+
+// WithManifestEncoding sets the ManifestEncoding field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManifestEncoding field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithManifestEncoding(value infrahubv1alpha1.ManifestEncoding) *VidraResourceSpecApplyConfiguration {
+	b.ManifestEncoding = &value
+	return b
+}
+
+// WithManifestFrom adds the given value to the ManifestFrom field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ManifestFrom field.
+func (b *VidraResourceSpecApplyConfiguration) WithManifestFrom(values ...*ManifestSourceApplyConfiguration) *VidraResourceSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithManifestFrom")
+		}
+		b.ManifestFrom = append(b.ManifestFrom, *values[i])
+	}
 	return b
 }
 

@@ -47,6 +47,9 @@ type VidraResourceStatusApplyConfiguration struct {
 	// ManagedCount is the number of entries in ManagedResources, for the
 	// printer column.
 	ManagedCount *int32 `json:"managedCount,omitempty"`
+	// ManifestFrom records, per reference of spec.manifestFrom, the content
+	// the last successful reconcile applied.
+	ManifestFrom []AppliedSourceApplyConfiguration `json:"manifestFrom,omitempty"`
 	// LastSyncTime is when an apply last changed the destination.
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastHandledReconcileAt echoes the value of the requested-at annotation
@@ -135,6 +138,19 @@ func (b *VidraResourceStatusApplyConfiguration) WithInventoryCluster(value *Clus
 // If called multiple times, the ManagedCount field is set to the value of the last call.
 func (b *VidraResourceStatusApplyConfiguration) WithManagedCount(value int32) *VidraResourceStatusApplyConfiguration {
 	b.ManagedCount = &value
+	return b
+}
+
+// WithManifestFrom adds the given value to the ManifestFrom field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ManifestFrom field.
+func (b *VidraResourceStatusApplyConfiguration) WithManifestFrom(values ...*AppliedSourceApplyConfiguration) *VidraResourceStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithManifestFrom")
+		}
+		b.ManifestFrom = append(b.ManifestFrom, *values[i])
+	}
 	return b
 }
 
