@@ -111,7 +111,7 @@ type manifestSource struct {
 // SourceWatch wakes a resource when an object its manifest is read from
 // changes (sourcewatch.Watcher).
 type SourceWatch interface {
-	Set(key cache.ObjectName, objs []sourcewatch.Object)
+	Set(key cache.ObjectName, objs []sourcewatch.Object) error
 	Forget(key cache.ObjectName)
 }
 
@@ -208,7 +208,13 @@ func (s *manifestSource) readSources(ctx context.Context, key cache.ObjectName, 
 		for i, ref := range refs {
 			objs[i] = sourcewatch.Object{Resource: ref.Resource(), Namespace: vr.Namespace, Name: ref.Name}
 		}
-		s.watch.Set(key, objs)
+		if err := s.watch.Set(key, objs); err != nil {
+			// Refused, not retried: only fewer sources named in the
+			// namespace bring it back under, and a change of the spec
+			// or the interval's reconcile tries again.
+			return nil, read{fails: []*ObjectError{{Index: -1, Reason: v1alpha1.ReasonSourceUnavailable,
+				Err: fmt.Errorf("spec.manifestFrom: %w: name fewer ConfigMaps and Secrets (pack more documents in each), nothing was applied", err)}}}
+		}
 	}
 	if len(refs) == 0 {
 		return nil, read{}

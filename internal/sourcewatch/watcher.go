@@ -5,6 +5,7 @@ package sourcewatch
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -24,10 +25,22 @@ type Object struct {
 	Name      string
 }
 
+// Bounds of the watches: each is an informer of its own (a list, a watch
+// and some goroutines), which tenants start by naming objects. A resource
+// names at most 16 (the CRD's bound on spec.manifestFrom); its namespace's
+// resources together at most PerNamespace distinct objects, and the whole
+// operator watches at most Total.
+const (
+	PerNamespace = 512
+	Total        = 4096
+)
+
 // Watcher watches the objects resources name and wakes them on a change.
 type Watcher struct {
 	md      metadata.Interface
 	enqueue func(cache.ObjectName)
+	// perNamespace and total are the bounds Set keeps.
+	perNamespace, total int
 
 	mu sync.Mutex
 	// ctx is Run's; until it runs, watches are recorded and not started.
@@ -46,7 +59,60 @@ type watch struct {
 // New returns a Watcher that watches with md and wakes resources with
 // enqueue.
 func New(md metadata.Interface, enqueue func(cache.ObjectName)) *Watcher {
-	return &Watcher{md: md, enqueue: enqueue, watches: map[Object]*watch{}, uses: map[cache.ObjectName][]Object{}}
+	return &Watcher{md: md, enqueue: enqueue, perNamespace: PerNamespace, total: Total,
+		watches: map[Object]*watch{}, uses: map[cache.ObjectName][]Object{}}
+}
+
+// LimitError is the error of a Set that would have gone past a bound.
+type LimitError struct {
+	// Namespace is the namespace past its bound, "" for the total.
+	Namespace string
+	// Limit is the bound, Need what the Set would have needed.
+	Limit, Need int
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	if e.Namespace == "" {
+		return fmt.Sprintf("Vidra would watch %d sources of manifests, more than the %d it watches in all", e.Need, e.Limit)
+	}
+	return fmt.Sprintf("the resources of namespace %s would have Vidra watch %d sources of manifests (spec.manifestFrom), more than the %d a namespace may", e.Namespace, e.Need, e.Limit)
+}
+
+// fitsLocked checks that key may name objs: that the distinct objects its
+// namespace's resources name, and all of them, stay within the bounds, or
+// do not grow (a bound lowered under what is watched stops nobody from
+// keeping or dropping what it has).
+func (w *Watcher) fitsLocked(key cache.ObjectName, objs []Object) error {
+	fresh := map[Object]bool{}
+	for _, o := range objs {
+		if _, ok := w.watches[o]; !ok {
+			fresh[o] = true
+		}
+	}
+	added := len(fresh)
+	if added == 0 {
+		return nil
+	}
+	// What leaves with key's old objects is not counted as room: another
+	// resource may take it before this one's Set lands, and the bound
+	// is about what runs.
+	if need := len(w.watches) + added; w.total > 0 && need > w.total {
+		return &LimitError{Limit: w.total, Need: need}
+	}
+	if w.perNamespace <= 0 {
+		return nil
+	}
+	inNamespace := 0
+	for o := range w.watches {
+		if o.Namespace == key.Namespace {
+			inNamespace++
+		}
+	}
+	if need := inNamespace + added; need > w.perNamespace {
+		return &LimitError{Namespace: key.Namespace, Limit: w.perNamespace, Need: need}
+	}
+	return nil
 }
 
 // Run starts the watches recorded so far and those set later, under ctx,
@@ -63,13 +129,19 @@ func (w *Watcher) Run(ctx context.Context) {
 }
 
 // Set makes objs the objects key is woken for, and stops watching those
-// nobody names any more.
-func (w *Watcher) Set(key cache.ObjectName, objs []Object) {
+// nobody names any more. A Set that would start watches past a bound fails
+// with a *LimitError and changes nothing. Objects are named in key's own
+// namespace (spec.manifestFrom reads there), which the namespace's bound
+// counts.
+func (w *Watcher) Set(key cache.ObjectName, objs []Object) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	old := w.uses[key]
 	if slices.Equal(old, objs) {
-		return
+		return nil
+	}
+	if err := w.fitsLocked(key, objs); err != nil {
+		return err
 	}
 	for _, o := range old {
 		if !slices.Contains(objs, o) {
@@ -87,13 +159,14 @@ func (w *Watcher) Set(key cache.ObjectName, objs []Object) {
 	}
 	if len(objs) == 0 {
 		delete(w.uses, key)
-		return
+		return nil
 	}
 	w.uses[key] = slices.Clone(objs)
+	return nil
 }
 
 // Forget stops waking key.
-func (w *Watcher) Forget(key cache.ObjectName) { w.Set(key, nil) }
+func (w *Watcher) Forget(key cache.ObjectName) { _ = w.Set(key, nil) }
 
 // Watching returns how many objects are watched.
 func (w *Watcher) Watching() int {

@@ -5,6 +5,7 @@ package sourcewatch
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,5 +85,48 @@ func TestWatchIsSharedAndStopsWithItsLastUser(t *testing.T) {
 	w.Forget(b)
 	if n := w.Watching(); n != 0 {
 		t.Errorf("watching %d objects after every user left, want 0", n)
+	}
+}
+
+// A namespace's resources may have Vidra watch so many objects, and the
+// operator so many in all: past a bound a Set fails and changes nothing,
+// other namespaces keep their room, and what is watched already may be
+// kept or dropped.
+func TestSetKeepsTheBounds(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = metav1.AddMetaToScheme(scheme)
+	w := New(metadatafake.NewSimpleMetadataClient(scheme), func(cache.ObjectName) {})
+	w.perNamespace, w.total = 3, 5
+	objs := func(ns string, names ...string) []Object {
+		var out []Object
+		for _, n := range names {
+			out = append(out, Object{Resource: configMaps, Namespace: ns, Name: n})
+		}
+		return out
+	}
+	a, b, c := cache.ObjectName{Namespace: "team-a", Name: "a"}, cache.ObjectName{Namespace: "team-a", Name: "b"}, cache.ObjectName{Namespace: "team-b", Name: "c"}
+	steps := []struct {
+		name    string
+		key     cache.ObjectName
+		objs    []Object
+		wantErr string
+		watched int
+	}{
+		{"within the namespace's bound", a, objs("team-a", "1", "2"), "", 2},
+		{"a shared object costs nothing more", b, objs("team-a", "2", "2"), "", 2},
+		{"past the namespace's bound", b, objs("team-a", "2", "3", "4"), "would have Vidra watch 4 sources of manifests (spec.manifestFrom), more than the 3 a namespace may", 2},
+		{"another namespace keeps its room", c, objs("team-b", "1", "2", "3"), "", 5},
+		{"past the total", b, objs("team-a", "3"), "would watch 6 sources of manifests, more than the 5 it watches in all", 5},
+		{"what is watched may be kept", a, objs("team-a", "2", "1"), "", 5},
+		{"and dropped", c, nil, "", 2},
+	}
+	for _, s := range steps {
+		err := w.Set(s.key, s.objs)
+		if s.wantErr == "" && err != nil || s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)) {
+			t.Fatalf("%s: err %v, want %q", s.name, err, s.wantErr)
+		}
+		if n := w.Watching(); n != s.watched {
+			t.Fatalf("%s: watching %d, want %d", s.name, n, s.watched)
+		}
 	}
 }
