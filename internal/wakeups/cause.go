@@ -81,6 +81,10 @@ type Verdict struct {
 	Reason string `json:"reason"`
 }
 
+// minHotLoopGaps is how many gaps of under a second between writes of one
+// object make a hot loop: six writes at least.
+const minHotLoopGaps = 5
+
 // classify applies the rules in order; the first that fits decides.
 func classify(f Facts) Verdict {
 	t := f.Timing
@@ -98,7 +102,10 @@ func classify(f Facts) Verdict {
 		return Verdict{WatchRestart, "watch: each request restarts the stream (its timeoutSeconds, or a closed connection)"}
 	case write && f.Turns >= 3:
 		return Verdict{Fight, fmt.Sprintf("%d changes of writer among the object's last %d writes, with %s", f.Turns, objectWrites, f.Rival)}
-	case write && f.Named && t.Quick >= 3 && t.Quick*2 >= t.Gaps:
+	// A loop keeps writing: a few quick writes are a controller converging
+	// (the ClusterRole aggregation controller patches admin once for each
+	// aggregated role that appears at start-up), not one.
+	case write && f.Named && t.Quick >= minHotLoopGaps && t.Quick*2 >= t.Gaps:
 		return Verdict{HotLoop, fmt.Sprintf("%d of %d writes of the same object within 1s of the previous", t.Quick, t.Gaps)}
 	case write && f.Named && (f.Verb == "update" || f.Verb == "patch" || f.Verb == "apply") && t.Periodic():
 		what := "writes of one object"

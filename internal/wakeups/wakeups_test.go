@@ -229,6 +229,16 @@ func TestDetectorsNameEachCause(t *testing.T) {
 		},
 		client: "my-controller", verb: "update", resource: "configmaps", want: HotLoop,
 	}, {
+		name: "a burst of four writes converging is no loop",
+		build: func(g *gen) {
+			for _, at := range []time.Duration{0, 20, 90, 100} {
+				r := cm
+				r.verb, r.name, r.at = "patch", "admin", at*time.Millisecond
+				g.add(r)
+			}
+		},
+		client: "my-controller", verb: "patch", resource: "configmaps", want: Unexplained,
+	}, {
 		name: "fight",
 		build: func(g *gen) {
 			for i := 0; i < 10; i++ {
