@@ -128,7 +128,7 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 	}
 	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(pass.VR.UID)})
 	var found []v1alpha1.ManagedResource
-	reads := 0
+	reads, capped := 0, false
 	seen := map[watchregistry.Ref]bool{}
 	complete := true
 	for _, p := range objs {
@@ -183,7 +183,7 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 					continue
 				}
 				if reads == maxStubReads {
-					klog.FromContext(ctx).Info("More objects carry this resource's marks than one search reads; the rest are looked at after the next change of its spec", "read", maxStubReads)
+					capped = true
 					break
 				}
 				reads++
@@ -195,6 +195,9 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 				found = append(found, managedResource(live))
 			}
 		}
+	}
+	if capped {
+		klog.FromContext(ctx).Info("More objects carry this resource's marks than one search reads; the rest are looked at after the next change of its spec", "read", maxStubReads)
 	}
 	pass.st.searched = complete
 	return found
