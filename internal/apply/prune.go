@@ -265,6 +265,13 @@ func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadat
 		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
 	}
 	if live.GetDeletionTimestamp() != nil {
+		// Deleted, and held by a finalizer: its delete event, when the
+		// finalizer lets it go, must wake the resource that waits for it,
+		// not be filtered as the resource's own delete (the wait would
+		// then last until the work queue's next backoff, minutes later).
+		if e.registry.AwaitDelete(ref, live) {
+			return nothingToLetGo, nil
+		}
 		return deleted, nil
 	}
 	logger.V(2).Info("Deleting object")
@@ -467,6 +474,9 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	if len(keptNames) > 0 {
 		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
 			wording.Count(len(keptNames), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
+	}
+	if len(pending) > 0 {
+		e.awaitGone(ctx, vr, target, pending)
 	}
 	return pending, failed, errors.Join(errs...)
 }

@@ -42,7 +42,8 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		c.forget(key)
 		return syncResult{}, nil
 	}
-	c.registry.Forget(key)
+	// The resource's watches stay until it is finalized: the cleanup
+	// narrows them to the objects it waits for, whose deletion wakes it.
 	del := vr.Spec.DeletionPolicy != v1alpha1.DeletionPolicyOrphan
 
 	// The inventory may still be on a destination the resource has moved
@@ -104,12 +105,15 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	if len(pending) > 0 {
 		// An error, so that the wait backs off through the work queue's rate
 		// limiter: an object with a slow finalizer must not cost a request
-		// per second for as long as it takes. Vidra's own deletions do not
-		// wake the resource (they are expected writes).
+		// per second for as long as it takes. The backoff is only the
+		// safety net: the delete event of an object found held by a
+		// finalizer wakes the resource (the engine awaits it), so the wait
+		// ends when the last of them goes.
 		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", len(pending))
 		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry}, errors.Join(
 			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, len(pending)),
-			c.writeDeleting(ctx, vr, fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them)", wording.Count(len(pending), "managed object")), nil))
+			c.writeDeleting(ctx, vr, truncate(fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them): %s",
+				wording.Count(len(pending), "managed object"), apply.InventoryNames(pending))), nil))
 	}
 	if del {
 		// The Kept and HandedOver Events of the passes name the objects let

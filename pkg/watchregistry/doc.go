@@ -44,8 +44,9 @@
 // So that the owner is not woken by its own writes, declare each write with
 // BeginWrite before sending it and end it with the API server's answer
 // (Write.Done) or the error (Write.Abort), and call ExpectDelete with the
-// object before deleting it (UnexpectDelete if the delete then fails);
-// expectations belong to the object, whichever
+// object before deleting it (UnexpectDelete if the delete then fails,
+// AwaitDelete if a finalizer holds the object and the owner waits for it to
+// go); expectations belong to the object, whichever
 // informer delivers its events. The watch often delivers a write's event
 // before the answer reaches the writer: while a write is in flight, the
 // events of its object are held, for Options.WriteHold at most, and once it

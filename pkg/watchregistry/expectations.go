@@ -96,15 +96,21 @@ func (x *expectations) expectDelete(k objectKey, uid types.UID, until time.Time)
 	e.deleteUntil, e.deleteUID, e.deleteMatched = until, uid, false
 }
 
-func (x *expectations) unexpectDelete(k objectKey, uid types.UID) {
+// unexpectDelete withdraws the expectation of the delete of uid unless a
+// delete event matched it already, and reports whether one did.
+func (x *expectations) unexpectDelete(k objectKey, uid types.UID) (seen bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.m[k]
-	if e == nil || e.deleteUntil.IsZero() || e.deleteMatched || e.deleteUID != uid {
-		return
+	if e == nil || e.deleteUntil.IsZero() || e.deleteUID != uid {
+		return false
+	}
+	if e.deleteMatched {
+		return true
 	}
 	e.deleteUntil, e.deleteUID = time.Time{}, ""
 	x.dropIfEmptyLocked(k, e)
+	return false
 }
 
 func (x *expectations) getLocked(k objectKey) *expectation {

@@ -174,20 +174,20 @@ func TestExpectations(t *testing.T) {
 		}, []bool{false, true, true, true, false}},
 		{"a withdrawn delete does not match", func(x *expectations) []bool {
 			x.expectDelete(k, "u1", t0.Add(ttl))
-			x.unexpectDelete(k, "u1")
-			return []bool{x.matchDelete(k, "u1", t0), x.len() == 0}
-		}, []bool{false, true}},
+			seen := x.unexpectDelete(k, "u1")
+			return []bool{seen, x.matchDelete(k, "u1", t0), x.len() == 0}
+		}, []bool{false, false, true}},
 		{"withdrawing another UID's delete leaves it", func(x *expectations) []bool {
 			x.expectDelete(k, "u1", t0.Add(ttl))
-			x.unexpectDelete(k, "u2")
-			return []bool{x.matchDelete(k, "u1", t0)}
-		}, []bool{true}},
-		{"a matched delete is not withdrawn", func(x *expectations) []bool {
+			seen := x.unexpectDelete(k, "u2")
+			return []bool{seen, x.matchDelete(k, "u1", t0)}
+		}, []bool{false, true}},
+		{"a matched delete is not withdrawn, and says it was seen", func(x *expectations) []bool {
 			x.expectDelete(k, "u1", t0.Add(ttl))
 			first := x.matchDelete(k, "u1", t0)
-			x.unexpectDelete(k, "u1")
-			return []bool{first, x.matchDelete(k, "u1", t0.Add(time.Second))}
-		}, []bool{true, true}},
+			seen := x.unexpectDelete(k, "u1")
+			return []bool{first, seen, x.matchDelete(k, "u1", t0.Add(time.Second))}
+		}, []bool{true, true, true}},
 		{"expired delete does not match", func(x *expectations) []bool {
 			x.expectDelete(k, "", t0.Add(ttl))
 			return []bool{x.matchDelete(k, "", t0.Add(2*ttl))}

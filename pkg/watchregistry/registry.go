@@ -1288,6 +1288,18 @@ func (r *Registry[K]) UnexpectDelete(ref Ref, obj metav1.Object) {
 	r.exp.unexpectDelete(keyOf(ref, obj.GetNamespace(), obj.GetName()), obj.GetUID())
 }
 
+// AwaitDelete is for an owner that deleted obj (ExpectDelete) and found it
+// still there, held by a finalizer, and now waits for it to go: the
+// expectation is withdrawn, so that the delete event, whenever the
+// finalizer lets the object go, is delivered and wakes the owner rather
+// than being taken for the owner's own write (the owner's next look would
+// otherwise wait for a resync or a backoff). It reports whether that event
+// has been seen already: then the object is gone, and there is nothing to
+// wait for. For the delete's own UID only, as UnexpectDelete.
+func (r *Registry[K]) AwaitDelete(ref Ref, obj metav1.Object) (gone bool) {
+	return r.exp.unexpectDelete(keyOf(ref, obj.GetNamespace(), obj.GetName()), obj.GetUID())
+}
+
 // notice is an EventStateChanged to deliver: the owners of one ref.
 type notice[K comparable] struct {
 	ref    Ref
