@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 
+	"github.com/vidra-operator/vidra/internal/destination/guard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -91,10 +92,10 @@ type clusterClients struct {
 	client dynamic.Interface
 	meta   metadata.Interface
 	mapper *Mapper
-	// breaker, probe and discovery are set for remote clusters only.
-	breaker   *breaker
-	probe     rest.Interface
-	discovery *discoveryAccount
+	// breaker, probe and guarded are set for remote clusters only.
+	breaker *breaker
+	probe   rest.Interface
+	guarded *guard.Cluster
 
 	mu sync.Mutex
 	// http is the HTTP client of config, which the impersonating clients
@@ -197,8 +198,8 @@ func New(opts Options) (*Resolver, error) {
 	// owners' namespaces (internal/cachecharge); this budget bounds the
 	// stubs of the rest, which no tenant pays for.
 	opts.Registry.SetCluster(LocalCluster, opts.Dynamic, nil,
-		watchregistry.WithBudget(watchregistry.NewBudget(LocalStubObjects, watchregistry.BudgetName("local stubs"))))
-	g, err := newRemoteGuard(opts.Guard)
+		watchregistry.WithBudget(watchregistry.NewBudget(guard.LocalStubObjects, watchregistry.BudgetName("local stubs"))))
+	g, err := guard.New(opts.Guard)
 	if err != nil {
 		return nil, err
 	}

@@ -16,8 +16,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +26,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vidra-operator/vidra/internal/destination/guard"
+	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -127,9 +127,9 @@ type remote struct {
 	// current is the breaker of the clients in use, read without mu by its
 	// callbacks: a breaker of clients replaced since must not act.
 	current atomic.Pointer[breaker]
-	// discovery is the discovery account of the clients in use, read
+	// guarded is what the guard holds the clients in use to, read
 	// without mu when e is dropped (see dropClients).
-	discovery atomic.Pointer[discoveryAccount]
+	guarded atomic.Pointer[guard.Cluster]
 }
 
 // usage is how one VidraResource finds its remote cluster.
@@ -172,7 +172,7 @@ type remotes struct {
 	clock     clock.Clock
 	namespace string
 	enqueue   func(cache.ObjectName)
-	guard     *remoteGuard
+	guard     *guard.Guard
 	// local impersonates a resource's ServiceAccount to check that it may
 	// read the kubeconfig Secret it names.
 	local *clusterClients
@@ -193,7 +193,7 @@ type remotes struct {
 	wg    sync.WaitGroup
 }
 
-func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remotes {
+func newRemotes(opts Options, g *guard.Guard, local *clusterClients) *remotes {
 	r := &remotes{
 		kube:      opts.Kube,
 		base:      opts.Config,
@@ -201,7 +201,7 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		clock:     opts.Clock,
 		namespace: opts.Namespace,
 		enqueue:   opts.Enqueue,
-		guard:     guard,
+		guard:     g,
 		local:     local,
 		informers: map[string]*secretInformer{},
 		entries:   map[remoteKey]*remote{},
@@ -589,7 +589,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 	}
 	cfg, server, exact, err := restConfigFromKubeconfig(data, e.key.server)
 	if err == nil {
-		err = r.guard.checkServer(server)
+		err = r.guard.CheckServer(server)
 	}
 	if err != nil {
 		e.setFailed(r, fmt.Errorf("kubeconfig in Secret %s/%s, key %s: %w", ns, name, e.key.key, err))
@@ -616,7 +616,7 @@ func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clus
 		r.enqueueUsersOf(e.key)
 	}
 	rotated := e.cc != nil
-	e.discovery.Swap(cc.discovery).close()
+	e.guarded.Swap(cc.guarded).Close()
 	e.cc, e.hash, e.exact, e.actual, e.err = cc, hash, exact, server, nil
 	e.current.Store(cc.breaker)
 	// Registering (or replacing) the cluster restarts its informers on the
@@ -643,7 +643,8 @@ func (r *remotes) setCluster(e *remote, watchDyn dynamic.Interface) {
 	r.mu.Lock()
 	b := r.budgets[ns]
 	if b == nil {
-		b = watchregistry.NewBudget(r.guard.cacheObjects, watchregistry.MaxBytes(r.guard.cacheBytes), watchregistry.BudgetName(ns))
+		objects, bytes := r.guard.CacheBudget()
+		b = watchregistry.NewBudget(objects, watchregistry.MaxBytes(bytes), watchregistry.BudgetName(ns))
 		r.budgets[ns] = b
 	}
 	r.mu.Unlock()
@@ -680,7 +681,7 @@ func (r *remotes) overBudget(rk remoteKey) error {
 		return fmt.Errorf(
 			"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s with Vidra's marks that no resource deploying there declares, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
 				"Vidra stopped watching %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
-			rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), which, until.Sub(r.clock.Now()).Round(time.Second))
+			rk.secret.Namespace, err.Max, wording.Bytes(err.MaxBytes), which, until.Sub(r.clock.Now()).Round(time.Second))
 	}
 	return nil
 }
@@ -719,7 +720,7 @@ func (r *remotes) wakeAfter(rk remoteKey, until time.Time) {
 // ensure takes while it holds e.mu: the clients' account is taken without
 // e.mu.
 func (e *remote) dropClients() {
-	e.discovery.Swap(nil).close()
+	e.guarded.Swap(nil).Close()
 }
 
 // actualServer is the server of the context the clients were built for.
@@ -767,9 +768,9 @@ func secretKeys(data map[string][]byte) []string {
 // (checked addresses, no proxy) and have answers that are not a Kubernetes
 // API server's replaced; impersonating clients copy all of it.
 func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
-	b := newBreaker(server, r.clock, r.guard.slow)
+	b := newBreaker(server, r.clock, r.guard.SlowAnswer())
 	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
-	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
+	cfg.Dial, cfg.Proxy = r.guard.Dial, guard.NoProxy
 	// The breaker sits outermost: a replaced answer is still an answer, and
 	// the time to read it whole is part of the answer's time; one over its
 	// limit is a failure (one refused for what it would make Vidra hold
@@ -782,12 +783,9 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	// The operator's own namespace holds the administrators' Secrets (the
 	// earlier operator's labelled ones), which no tenant writes: its
 	// clusters are not bounded as a tenant's are.
-	var pool *namespacePool
-	var disc *discoveryAccount
-	var slot *listSlot
-	requests := r.guard.requests
+	var gc *guard.Cluster
 	if ns := rk.secret.Namespace; ns != r.namespace {
-		pool, disc, slot = r.guard.watchPool(ns), r.guard.discoveryAccount(ns), r.guard.listSlot(ns)
+		gc = r.guard.Tenant(server, ns, b.fail)
 		// Over HTTP/2 a server may send 4 MiB a stream ahead of what
 		// Vidra reads, held in the heap, outside the watch pool, as long as
 		// the stream waits for its pace: over HTTP/1.1 a watch waits on its
@@ -798,11 +796,11 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 			c.WarningHandler, c.WarningHandlerWithContext = nil, warnings
 		}
 	} else {
-		requests.aboutObjects = false
+		gc = r.guard.Own(server, b.fail)
 	}
-	cfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, requests, b.fail, nil, nil), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.informers, b.fail, pool, nil), b.wrapUntimed)
-	discCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.discovery, b.fail, nil, disc), b.wrap)
+	cfg.WrapTransport = transport.Wrappers(limitHeaders, gc.Requests, b.wrap)
+	watchCfg.WrapTransport = transport.Wrappers(limitHeaders, gc.Informers, b.wrapUntimed)
+	discCfg.WrapTransport = transport.Wrappers(limitHeaders, gc.Discovery, b.wrap)
 	discCfg.Timeout = remoteTimeout
 	cfg.Timeout = remoteTimeout
 
@@ -835,72 +833,8 @@ func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string
 	if err != nil {
 		return nil, nil, err
 	}
-	cc.breaker, cc.probe, cc.discovery, cc.http = b, probe.RESTClient(), disc, hc
-	return cc, listsOnly{Interface: watchDyn, slot: slot}, nil
-}
-
-// listsOnly is the dynamic client of a remote cluster's informers. They
-// list before they watch instead of streaming the list as a watch: a list
-// is one answer, or pages, which the guard bounds before client-go decodes
-// them, while a streamed list is held object by object until the server
-// says it is complete, and a server of the tenant's need never say so. And
-// the informers of one namespace's clusters list one at a time, decoding
-// included: a list is bounded, but a tenant chooses how many kinds its
-// clusters list.
-type listsOnly struct {
-	dynamic.Interface
-	slot *listSlot
-}
-
-// IsWatchListSemanticsUnSupported tells client-go's reflectors to list.
-func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (c listsOnly) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	all := c.Interface.Resource(gvr)
-	return slotNamespaceable{slotResource{all, c.slot}, all}
-}
-
-type slotNamespaceable struct {
-	slotResource
-	all dynamic.NamespaceableResourceInterface
-}
-
-func (r slotNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
-	return slotResource{r.all.Namespace(ns), r.slotResource.slot}
-}
-
-type slotResource struct {
-	dynamic.ResourceInterface
-	slot *listSlot
-}
-
-// listSlot lets one list of a namespace's informers be read at a time.
-type listSlot struct {
-	held chan struct{}
-	// waiting counts the lists waiting for the slot.
-	waiting atomic.Int32
-}
-
-// List holds the namespace's slot while the list is read and decoded; the
-// clusters of the operator's own namespace have none.
-func (r slotResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	if r.slot == nil {
-		return r.ResourceInterface.List(ctx, opts)
-	}
-	select {
-	case r.slot.held <- struct{}{}:
-	default:
-		r.slot.waiting.Add(1)
-		select {
-		case r.slot.held <- struct{}{}:
-			r.slot.waiting.Add(-1)
-		case <-ctx.Done():
-			r.slot.waiting.Add(-1)
-			return nil, ctx.Err()
-		}
-	}
-	defer func() { <-r.slot.held }()
-	return r.ResourceInterface.List(ctx, opts)
+	cc.breaker, cc.probe, cc.guarded, cc.http = b, probe.RESTClient(), gc, hc
+	return cc, gc.Lists(watchDyn), nil
 }
 
 // enqueueUsersOf requeues the resources of a cluster that came back, so that
