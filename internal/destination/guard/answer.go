@@ -159,8 +159,6 @@ func (t *answerGuard) countValues(req *http.Request, body []byte, bound answerBo
 	return scan.values, nil
 }
 
-// answerBound is what one successful answer may hold: bytes of text and
-
 // WrappedRoundTripper lets client-go reach the transport underneath.
 func (t *answerGuard) WrappedRoundTripper() http.RoundTripper { return t.next }
 
@@ -255,11 +253,6 @@ func (t *answerGuard) kubernetesAnswer(req *http.Request, resp *http.Response) (
 	}
 	return answerKubernetes, body, nil
 }
-
-// A remote server's Status may say up to maxErrorBody, and each of a
-// reconcile's requests may fail with one: a thousand objects refused with
-// 64 KiB each made a reconcile hold 64 MiB of the tenant's text, a log line
-// as long, and Events of it. Its message is kept to maxStatusMessage, and
 
 // isDiscoveryPath reports a request of discovery: /api, /apis, /api/<v>
 // and /apis/<group>/<v>.

@@ -14,6 +14,7 @@ import (
 	"github.com/vidra-operator/vidra/internal/wording"
 )
 
+// answerBound is what one successful answer may hold: bytes of text and
 // JSON values, and what the answer is, for its error.
 type answerBound struct {
 	what          string

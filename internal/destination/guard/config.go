@@ -91,7 +91,7 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 // allowed address when checked and a denied one when dialled cannot slip
 // through. Only c.DenyCIDRs is used.
 func (c Config) DialContext() (func(ctx context.Context, network, address string) (net.Conn, error), error) {
-	g, err := newGuard(c)
+	g, err := New(c)
 	if err != nil {
 		return nil, err
 	}

@@ -94,9 +94,10 @@ func (g *Guard) Dial(ctx context.Context, network, address string) (net.Conn, er
 	return nil, errors.Join(errs...)
 }
 
-// NoProxy is the Proxy of remote clients: it keeps remote destinations off any proxy of the operator's
-// environment (HTTPS_PROXY): behind a proxy the address checked would be
-// the proxy's, and the proxy would reach denied ranges on Vidra's behalf.
+// NoProxy is the Proxy of remote clients: it keeps remote destinations
+// off any proxy of the operator's environment (HTTPS_PROXY). Behind a
+// proxy the address checked would be the proxy's, and the proxy would
+// reach denied ranges on Vidra's behalf.
 func NoProxy(*http.Request) (*url.URL, error) { return nil, nil }
 
 // IsDeniedAddress reports whether err says that a dial was refused because

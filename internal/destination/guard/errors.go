@@ -20,7 +20,7 @@ type answerTooLargeError struct {
 	// hint says what else the answer may mean.
 	hint string
 	// about says that the limit was the bound of an answer about an object
-	// (AnswersAbout): a refusal of the request (see refusedAnswer).
+	// (AnswersAbout): a refusal of the request (see RefusedAnswer).
 	about bool
 }
 
@@ -63,11 +63,12 @@ func (e *watchPoolError) Error() string {
 		e.namespace, wording.Bytes(e.max), e.server)
 }
 
-// listSlot returns the slot of namespace's informers (see listsOnly). A
-
 // RefusedAnswer returns the error in err's chain that refused one answer of
-// a remote cluster for what it would make Vidra hold (see refusedAnswer),
-// or nil.
+// a remote cluster for what it would make Vidra hold, not for what it says
+// of its server, or nil: an answer about an object over the object's bound,
+// or discovery over its namespace's pool. It fails the request, not the
+// server: the server's breaker stays closed, and the other requests to it
+// go on.
 func RefusedAnswer(err error) error {
 	var tooLarge *answerTooLargeError
 	var pool *discoveryPoolError
@@ -79,13 +80,6 @@ func RefusedAnswer(err error) error {
 	}
 	return nil
 }
-
-// refusedAnswer reports an error that refuses one answer for what it would
-// make Vidra hold, not for what it says of its server: an answer about an
-// object over the object's bound, or discovery over its namespace's pool.
-// It fails the request, not the server: the server's breaker stays closed,
-// and the other requests to it go on.
-func refusedAnswer(err error) bool { return RefusedAnswer(err) != nil }
 
 // OverLimit returns the error in err's chain that says a server sent more
 // than Vidra reads (an answer, a list or a watch event over its bound, or

@@ -49,10 +49,9 @@ type Guard struct {
 	now   func() time.Time
 }
 
-// New returns the guard of c, with the limits of this package's constants.
-func New(c Config) (*Guard, error) { return newGuard(c) }
-
-func newGuard(g Config) (*Guard, error) {
+// New returns the guard of g, with the limits of this package's constants
+// (limits.go).
+func New(g Config) (*Guard, error) {
 	deny := g.DenyCIDRs
 	if deny == nil {
 		deny = DefaultDenyCIDRs()

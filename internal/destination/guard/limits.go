@@ -12,7 +12,7 @@ import "time"
 // a server that sends them is not one to keep reading from. An answer over
 // a bound that depends on what Vidra asked for or already holds (an answer
 // about an object, discovery over its namespace's pool) fails its request
-// only (see refusedAnswer).
+// only (see RefusedAnswer).
 const (
 	// maxAnswerBytes bounds an answer of the request clients: one object
 	// (etcd refuses objects over 1.5 MiB by default, about 3 MiB as JSON at

@@ -72,6 +72,7 @@ func (p *namespacePool) inUse() int64 {
 	return p.used
 }
 
+// listSlot returns the slot of namespace's informers (see listsOnly). A
 // list is bounded, but a tenant chooses how many kinds its clusters list,
 // and each list is held whole, decoded, before it is cached.
 func (g *Guard) listSlot(namespace string) *listSlot {

@@ -13,6 +13,10 @@ import (
 	"github.com/vidra-operator/vidra/internal/wording"
 )
 
+// A remote server's Status may say up to maxErrorBody, and each of a
+// reconcile's requests may fail with one: a thousand objects refused with
+// 64 KiB each made a reconcile hold 64 MiB of the tenant's text, a log line
+// as long, and Events of it. Its message is kept to maxStatusMessage, and
 // at most maxStatusCauses of its causes, each cut to maxCauseMessage: what
 // a person reads of a refusal is its start.
 const (
