@@ -18,8 +18,8 @@ PROBE_ADDR   ?= 127.0.0.1:18081
 
 all: build
 
-## build: the operator (bin/vidra), the kubectl plugin (bin/kubectl-vidra)
-## and localup.
+## build: the operator (bin/vidra), the kubectl plugin (bin/kubectl-vidra),
+## the benchmark (bin/vidra-bench) and localup.
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./hack/localup
 
@@ -98,7 +98,7 @@ run: controlplane
 ## for a quick run.
 BENCH_FLAGS ?=
 bench: controlplane
-	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) run ./hack/bench $(BENCH_FLAGS)
+	VIDRA_CONTROLPLANE_DIR=$(CURDIR)/$(CONTROLPLANE) $(GO) run ./cmd/vidra-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)/local

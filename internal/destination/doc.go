@@ -10,9 +10,9 @@
 // resource that may not act contacts nothing. A remote destination comes
 // from a kubeconfig Secret (remote.go): Secrets are watched metadata-only
 // (remote_secrets.go), their kubeconfigs accepted only when self-contained
-// (remote_kubeconfig.go), their servers checked against the Guard at dial
-// time (remote_guard.go), and each remote credential has a circuit breaker
-// (remote_breaker.go). Clients and RESTMappers are built once per cluster
+// (remote_kubeconfig.go), their clients held to the Guard (package guard:
+// dial-time address checks, answer bounds, per-namespace pools), and each
+// remote credential has a circuit breaker (remote_breaker.go). Clients and RESTMappers are built once per cluster
 // and identity and reused; the watch registry is told of every cluster.
 //
 // Errors are typed, so that callers decide on predicates (IsRefused,

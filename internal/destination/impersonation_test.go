@@ -39,7 +39,7 @@ func TestImpersonatingClientsShareConnectionsAndAreBounded(t *testing.T) {
 	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	cc, _ := remoteClientsIn(t, srv, guard(t, Guard{}), "team-a")
+	cc, _ := remoteClientsIn(t, srv, newTestGuard(t, Guard{}), "team-a")
 
 	const used = 50
 	for i := range used {

@@ -5,29 +5,20 @@ package destination
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/transport"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vidra-operator/vidra/internal/destination/guard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -49,88 +40,6 @@ const (
 	// and the only one of the earlier operator's Secrets.
 	defaultSecretKey = "kubeconfig"
 )
-
-// secretNotFoundError says that the Secret a remote destination needs does
-// not exist. During deletion it means the managed objects can no longer be
-// reached: the finalizer is removed rather than held forever.
-type secretNotFoundError struct{ msg string }
-
-func (e *secretNotFoundError) Error() string { return e.msg }
-
-func IsSecretGone(err error) bool {
-	var nf *secretNotFoundError
-	return errors.As(err, &nf)
-}
-
-// forbiddenSecretError says that the identity of a resource may not read
-// the kubeconfig Secret it names: Vidra does not read it for them either.
-type forbiddenSecretError struct{ msg string }
-
-func (e *forbiddenSecretError) Error() string { return e.msg }
-
-// accessRecheck is how long a ServiceAccount's right to read a kubeconfig
-// Secret, once checked, is trusted without asking again; a change of the
-// Secret asks at once. It bounds how long a revoked right still works.
-const accessRecheck = 10 * time.Minute
-
-// accessKey is one identity's read of one Secret.
-type accessKey struct {
-	user   string
-	secret cache.ObjectName
-}
-
-// accessCheck is the last successful check of an accessKey.
-type accessCheck struct {
-	rv string
-	at time.Time
-}
-
-// remoteKey identifies the clients built from one kubeconfig (a key of a
-// Secret) for one requested server; two resources naming the same Secret
-// and server share them, and their informers.
-type remoteKey struct {
-	secret cache.ObjectName
-	key    string
-	server string
-}
-
-// clusterName is the watch registry's name for the cluster of k. It names
-// the credentials as well as the server: two Secrets for one server may
-// carry different identities, which may see different objects, so each gets
-// its own informers. It is stable across rotations of the Secret, so that a
-// rotation replaces the informers' clients instead of adding a cluster.
-func (k remoteKey) clusterName() string {
-	server := k.server
-	if server == "" {
-		server = "current context"
-	}
-	return fmt.Sprintf("%s (Secret %s, key %s)", server, k.secret, k.key)
-}
-
-// remote holds the clients built from one Secret, and rebuilds them when
-// its resourceVersion changes.
-type remote struct {
-	key remoteKey
-
-	// mu serializes builds, so that resources sharing a Secret read it once.
-	mu     sync.Mutex
-	built  bool
-	metaRV string // resourceVersion in the metadata cache that led to the build
-	rv     string // resourceVersion of the Secret read
-	hash   [sha256.Size]byte
-	cc     *clusterClients
-	exact  bool
-	// actual is the server of the context used: the one matching the key's
-	// server when exact, else the current context's.
-	actual string
-	err    error
-	// current is the breaker of the clients in use, read without mu by its
-	// callbacks: a breaker of clients replaced since must not act.
-	current atomic.Pointer[breaker]
-	// discovery is the discovery account of the clients in use, read
-	// without mu when e is dropped (see dropClients).
-	discovery atomic.Pointer[discoveryAccount]
-}
 
 // usage is how one VidraResource finds its remote cluster.
 type usage struct {
@@ -172,7 +81,7 @@ type remotes struct {
 	clock     clock.Clock
 	namespace string
 	enqueue   func(cache.ObjectName)
-	guard     *remoteGuard
+	guard     *guard.Guard
 	// local impersonates a resource's ServiceAccount to check that it may
 	// read the kubeconfig Secret it names.
 	local *clusterClients
@@ -193,7 +102,7 @@ type remotes struct {
 	wg    sync.WaitGroup
 }
 
-func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remotes {
+func newRemotes(opts Options, g *guard.Guard, local *clusterClients) *remotes {
 	r := &remotes{
 		kube:      opts.Kube,
 		base:      opts.Config,
@@ -201,7 +110,7 @@ func newRemotes(opts Options, guard *remoteGuard, local *clusterClients) *remote
 		clock:     opts.Clock,
 		namespace: opts.Namespace,
 		enqueue:   opts.Enqueue,
-		guard:     guard,
+		guard:     g,
 		local:     local,
 		informers: map[string]*secretInformer{},
 		entries:   map[remoteKey]*remote{},
@@ -324,52 +233,6 @@ func (r *remotes) lookup(ctx context.Context, key cache.ObjectName, inf *secretI
 			u.namespace, u.secret, u.key, u.server, e.actualServer(), u.server)
 	}
 	return rk, cc, tried, nil
-}
-
-// checkAccess makes sure that ServiceAccount sa of namespace may get the
-// Secret described by meta, by getting it (metadata only) as sa: the
-// operator reads every Secret it is given, and must not read one for a
-// tenant who could not. A success is remembered for the Secret's version,
-// for accessRecheck at most, so that it costs one request per Secret
-// change, not one per reconcile; of the maxAccessChecks remembered, the
-// least recently used gives way, and is checked again when next needed.
-func (r *remotes) checkAccess(ctx context.Context, namespace, sa string, meta *metav1.PartialObjectMetadata) error {
-	if sa == "" {
-		return nil
-	}
-	user := "system:serviceaccount:" + namespace + ":" + sa
-	ak := accessKey{user: user, secret: cache.MetaObjectToName(meta)}
-	now := r.clock.Now()
-	r.mu.Lock()
-	ok := r.access.allowed(ak, meta.ResourceVersion, now)
-	r.mu.Unlock()
-	if ok {
-		return nil
-	}
-	as, err := r.local.as(namespace, sa)
-	if err != nil {
-		return err
-	}
-	_, err = as.meta.Resource(secretsResource).Namespace(meta.Namespace).Get(ctx, meta.Name, metav1.GetOptions{})
-	r.mu.Lock()
-	if err == nil {
-		r.access.add(ak, accessCheck{rv: meta.ResourceVersion, at: now}, now)
-	} else {
-		// An outdated check that failed again is of no more use.
-		r.access.remove(ak)
-	}
-	r.mu.Unlock()
-	switch {
-	case apierrors.IsForbidden(err):
-		return &forbiddenSecretError{msg: fmt.Sprintf(
-			"ServiceAccount %s/%s may not get Secret %s/%s named by destination.kubeconfigSecretRef, so Vidra does not read it either: "+
-				"grant it get on that Secret (a Role and RoleBinding in %s), or name a Secret it may read", namespace, sa, meta.Namespace, meta.Name, meta.Namespace)}
-	case apierrors.IsNotFound(err):
-		return &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s named by destination.kubeconfigSecretRef does not exist", meta.Namespace, meta.Name)}
-	case err != nil:
-		return fmt.Errorf("check that ServiceAccount %s/%s may get Secret %s/%s: %w", namespace, sa, meta.Namespace, meta.Name, err)
-	}
-	return nil
 }
 
 // legacy finds the earlier operator's Secret for u's server: labelled with
@@ -555,352 +418,6 @@ func (r *remotes) entry(key cache.ObjectName, rk remoteKey) *remote {
 		u.tried = append(u.tried, rk)
 	}
 	return e
-}
-
-// ensure brings e up to date with its Secret, whose resourceVersion in the
-// metadata cache is metaRV. The Secret is read only when that changed; the
-// clients are rebuilt only when the kubeconfig itself changed.
-func (r *remotes) ensure(ctx context.Context, e *remote, metaRV string) (_ *clusterClients, exact bool, _ error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.built && (metaRV == e.metaRV || metaRV == e.rv) {
-		return e.cc, e.exact, e.err
-	}
-	logger := klog.FromContext(ctx).WithValues("secret", e.key.secret.String())
-	ns, name := e.key.secret.Namespace, e.key.secret.Name
-	sec, err := r.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, false, &secretNotFoundError{msg: fmt.Sprintf("Secret %s/%s does not exist", ns, name)}
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
-	}
-	e.built, e.metaRV, e.rv = true, metaRV, sec.ResourceVersion
-
-	data, ok := sec.Data[e.key.key]
-	if !ok {
-		e.setFailed(r, fmt.Errorf("Secret %s/%s has no key %q (keys: %s)", ns, name, e.key.key, strings.Join(secretKeys(sec.Data), ", ")))
-		return nil, false, e.err
-	}
-	hash := sha256.Sum256(data)
-	if e.cc != nil && e.err == nil && hash == e.hash {
-		// Labels or annotations changed, not the kubeconfig.
-		return e.cc, e.exact, nil
-	}
-	cfg, server, exact, err := restConfigFromKubeconfig(data, e.key.server)
-	if err == nil {
-		err = r.guard.checkServer(server)
-	}
-	if err != nil {
-		e.setFailed(r, fmt.Errorf("kubeconfig in Secret %s/%s, key %s: %w", ns, name, e.key.key, err))
-		return nil, false, e.err
-	}
-	cc, watchDyn, err := r.newRemoteClients(e.key, cfg, server)
-	if err != nil {
-		e.setFailed(r, fmt.Errorf("clients from the kubeconfig in Secret %s/%s: %w", ns, name, err))
-		return nil, false, e.err
-	}
-	b := cc.breaker
-	b.onTrip = func() {
-		if r.inUse(e, b) {
-			r.enqueueUsersOf(e.key)
-		}
-	}
-	b.onRecover = func() {
-		if !r.inUse(e, b) {
-			return
-		}
-		// The informers' caches missed the outage's changes and their
-		// reflectors may be deep in backoff: fresh informers list now.
-		r.setCluster(e, watchDyn)
-		r.enqueueUsersOf(e.key)
-	}
-	rotated := e.cc != nil
-	e.discovery.Swap(cc.discovery).close()
-	e.cc, e.hash, e.exact, e.actual, e.err = cc, hash, exact, server, nil
-	e.current.Store(cc.breaker)
-	// Registering (or replacing) the cluster restarts its informers on the
-	// new credentials, and tells the resources that watch through them.
-	r.mu.Lock()
-	current := r.entries[e.key] == e
-	r.mu.Unlock()
-	if current {
-		r.setCluster(e, watchDyn)
-	} else {
-		// Dropped meanwhile: its clients serve this call only.
-		e.dropClients()
-	}
-	logger.Info("Built clients for a remote destination", "server", server, "rotated", rotated)
-	return cc, exact, nil
-}
-
-// setCluster gives the registry the informers' clients of e, charging
-// their caches to the budget of the namespace of e's Secret: a tenant
-// names as many clusters as it has Secrets, so a budget per cluster would
-// bound nothing.
-func (r *remotes) setCluster(e *remote, watchDyn dynamic.Interface) {
-	ns := e.key.secret.Namespace
-	r.mu.Lock()
-	b := r.budgets[ns]
-	if b == nil {
-		b = watchregistry.NewBudget(r.guard.cacheObjects, watchregistry.MaxBytes(r.guard.cacheBytes), watchregistry.BudgetName(ns))
-		r.budgets[ns] = b
-	}
-	r.mu.Unlock()
-	r.registry.SetCluster(e.key.clusterName(), watchDyn, nil, watchregistry.WithBudget(b))
-}
-
-// overBudget refuses to work on a cluster of a namespace whose remote
-// clusters went over their cache budget, while the informers of the one
-// that did are held: nothing would watch its objects, and every reconcile
-// would read them all from its server. Any cluster of the namespace, not
-// only the held one: a tenant that names the same server through a new
-// Secret would otherwise have it listed again at once.
-func (r *remotes) overBudget(rk remoteKey) error {
-	r.mu.Lock()
-	keys := []remoteKey{rk}
-	for k := range r.entries {
-		if k != rk && k.secret.Namespace == rk.secret.Namespace {
-			keys = append(keys, k)
-		}
-	}
-	r.mu.Unlock()
-	for _, held := range keys {
-		until, err := r.registry.Held(held.clusterName())
-		if err == nil {
-			continue
-		}
-		r.wakeAfter(rk, until)
-		which := "the cluster at " + held.server
-		if held != rk {
-			which += fmt.Sprintf(" (Secret %s, key %s), and watches no other cluster of the namespace until then,", held.secret, held.key)
-		}
-		// A plain error: DestinationUnavailable, retried with backoff, and
-		// woken when the hold is over.
-		return fmt.Errorf(
-			"the remote clusters of namespace %s would make Vidra cache more than %d objects or %s with Vidra's marks that no resource deploying there declares, the most it caches for one namespace (--destination-cache-objects, --destination-cache-size): "+
-				"Vidra stopped watching %s and tries again in %s. If it is a Kubernetes API server, keep fewer objects with Vidra's labels on the namespace's remote clusters, or have the operator's administrators raise the limits",
-			rk.secret.Namespace, err.Max, byteSize(err.MaxBytes), which, until.Sub(r.clock.Now()).Round(time.Second))
-	}
-	return nil
-}
-
-// wakeAfter requeues the resources of cluster rk when the hold of its
-// informers ends, once per hold: their retries back off, and would come
-// well after it.
-func (r *remotes) wakeAfter(rk remoteKey, until time.Time) {
-	r.mu.Lock()
-	ctx := r.ctx
-	if ctx == nil || r.wakes[rk].Equal(until) {
-		r.mu.Unlock()
-		return
-	}
-	r.wakes[rk] = until
-	r.mu.Unlock()
-	t := r.clock.NewTimer(until.Sub(r.clock.Now()))
-	r.wg.Go(func() {
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			return
-		}
-		r.mu.Lock()
-		if r.wakes[rk].Equal(until) {
-			delete(r.wakes, rk)
-		}
-		r.mu.Unlock()
-		r.enqueueUsersOf(rk)
-	})
-}
-
-// dropClients gives back what e's clients hold of their namespace's pools,
-// as they are replaced or e is forgotten. Called with r.mu held, which
-// ensure takes while it holds e.mu: the clients' account is taken without
-// e.mu.
-func (e *remote) dropClients() {
-	e.discovery.Swap(nil).close()
-}
-
-// actualServer is the server of the context the clients were built for.
-func (e *remote) actualServer() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.actual
-}
-
-// inUse reports whether b is the breaker of the clients e serves, and e is
-// still cached: the callbacks of replaced or dropped clients must not act.
-func (r *remotes) inUse(e *remote, b *breaker) bool {
-	if e.current.Load() != b {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.entries[e.key] == e
-}
-
-// setFailed records a Secret that cannot be used; clients built from its
-// earlier content are dropped, since its owner meant to replace them.
-func (e *remote) setFailed(r *remotes, err error) {
-	e.current.Store(nil)
-	if e.cc != nil {
-		r.registry.RemoveCluster(e.key.clusterName())
-		e.dropClients()
-	}
-	e.cc, e.err, e.hash = nil, err, [sha256.Size]byte{}
-}
-
-func secretKeys(data map[string][]byte) []string {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// newRemoteClients builds the clients of one remote cluster: for requests,
-// with a timeout; for informers, without one, since a watch is one long
-// request (their lists get one from the guard), and with room for lists in
-// an answer. Both go through one circuit breaker, dial through the guard
-// (checked addresses, no proxy) and have answers that are not a Kubernetes
-// API server's replaced; impersonating clients copy all of it.
-func (r *remotes) newRemoteClients(rk remoteKey, cfg *rest.Config, server string) (*clusterClients, dynamic.Interface, error) {
-	b := newBreaker(server, r.clock, r.guard.slow)
-	cfg.QPS, cfg.Burst, cfg.UserAgent = r.base.QPS, r.base.Burst, r.base.UserAgent
-	cfg.Dial, cfg.Proxy = r.guard.dial, noProxy
-	// The breaker sits outermost: a replaced answer is still an answer, and
-	// the time to read it whole is part of the answer's time; one over its
-	// limit is a failure (one refused for what it would make Vidra hold
-	// fails its request only).
-	watchCfg := rest.CopyConfig(cfg)
-	// The discovery client, whose documents the RESTMapper keeps, has
-	// clients of its own, so that its answers are told apart by the client
-	// that asked, not by their path.
-	discCfg := rest.CopyConfig(cfg)
-	// The operator's own namespace holds the administrators' Secrets (the
-	// earlier operator's labelled ones), which no tenant writes: its
-	// clusters are not bounded as a tenant's are.
-	var pool *namespacePool
-	var disc *discoveryAccount
-	var slot *listSlot
-	requests := r.guard.requests
-	if ns := rk.secret.Namespace; ns != r.namespace {
-		pool, disc, slot = r.guard.watchPool(ns), r.guard.discoveryAccount(ns), r.guard.listSlot(ns)
-		// Over HTTP/2 a server may send 4 MiB a stream ahead of what
-		// Vidra reads, held in the heap, outside the watch pool, as long as
-		// the stream waits for its pace: over HTTP/1.1 a watch waits on its
-		// connection's window instead.
-		watchCfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
-		warnings := &warningLog{server: server, clock: r.clock}
-		for _, c := range []*rest.Config{cfg, watchCfg, discCfg} {
-			c.WarningHandler, c.WarningHandlerWithContext = nil, warnings
-		}
-	} else {
-		requests.aboutObjects = false
-	}
-	cfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, requests, b.fail, nil, nil), b.wrap)
-	watchCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.informers, b.fail, pool, nil), b.wrapUntimed)
-	discCfg.WrapTransport = transport.Wrappers(limitHeaders, r.guard.wrapAnswers(server, r.guard.discovery, b.fail, nil, disc), b.wrap)
-	discCfg.Timeout = remoteTimeout
-	cfg.Timeout = remoteTimeout
-
-	// The request clients share one HTTP client, and its connections.
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, nil, err
-	}
-	md, err := metadata.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, nil, err
-	}
-	probe, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, nil, err
-	}
-	watchDyn, err := dynamic.NewForConfig(watchCfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(discCfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	cc, err := newClusterClients(rk.clusterName(), cfg, dyn, md, newMapper(dc, r.clock))
-	if err != nil {
-		return nil, nil, err
-	}
-	cc.breaker, cc.probe, cc.discovery, cc.http = b, probe.RESTClient(), disc, hc
-	return cc, listsOnly{Interface: watchDyn, slot: slot}, nil
-}
-
-// listsOnly is the dynamic client of a remote cluster's informers. They
-// list before they watch instead of streaming the list as a watch: a list
-// is one answer, or pages, which the guard bounds before client-go decodes
-// them, while a streamed list is held object by object until the server
-// says it is complete, and a server of the tenant's need never say so. And
-// the informers of one namespace's clusters list one at a time, decoding
-// included: a list is bounded, but a tenant chooses how many kinds its
-// clusters list.
-type listsOnly struct {
-	dynamic.Interface
-	slot *listSlot
-}
-
-// IsWatchListSemanticsUnSupported tells client-go's reflectors to list.
-func (listsOnly) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (c listsOnly) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	all := c.Interface.Resource(gvr)
-	return slotNamespaceable{slotResource{all, c.slot}, all}
-}
-
-type slotNamespaceable struct {
-	slotResource
-	all dynamic.NamespaceableResourceInterface
-}
-
-func (r slotNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
-	return slotResource{r.all.Namespace(ns), r.slotResource.slot}
-}
-
-type slotResource struct {
-	dynamic.ResourceInterface
-	slot *listSlot
-}
-
-// listSlot lets one list of a namespace's informers be read at a time.
-type listSlot struct {
-	held chan struct{}
-	// waiting counts the lists waiting for the slot.
-	waiting atomic.Int32
-}
-
-// List holds the namespace's slot while the list is read and decoded; the
-// clusters of the operator's own namespace have none.
-func (r slotResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	if r.slot == nil {
-		return r.ResourceInterface.List(ctx, opts)
-	}
-	select {
-	case r.slot.held <- struct{}{}:
-	default:
-		r.slot.waiting.Add(1)
-		select {
-		case r.slot.held <- struct{}{}:
-			r.slot.waiting.Add(-1)
-		case <-ctx.Done():
-			r.slot.waiting.Add(-1)
-			return nil, ctx.Err()
-		}
-	}
-	defer func() { <-r.slot.held }()
-	return r.ResourceInterface.List(ctx, opts)
 }
 
 // enqueueUsersOf requeues the resources of a cluster that came back, so that

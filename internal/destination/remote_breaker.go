@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard"
 )
 
 // breakerCooldown is how long requests to a server that just failed at the
@@ -57,14 +59,9 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
-	var tooLarge *answerTooLargeError
-	var pool *watchPoolError
-	switch {
-	case errors.As(e.err, &tooLarge):
+	if over := guard.OverLimit(e.err); over != nil {
 		// The server answered, too much: it says so itself.
-		return tooLarge.Error()
-	case errors.As(e.err, &pool):
-		return pool.Error()
+		return over.Error()
 	}
 	return fmt.Sprintf("API server %s is unreachable: %v", e.server, certificateProblem(e.err))
 }
@@ -175,7 +172,7 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 		b.trial = false
 	}
 	cooldown := breakerCooldown
-	if (err == nil || refusedAnswer(err)) && timed && took >= b.slow {
+	if (err == nil || guard.RefusedAnswer(err) != nil) && timed && took >= b.slow {
 		// A refused answer fails its request only, unless it came slowly:
 		// a server that trickles answers just over their bound would
 		// otherwise hold a worker per request, without end.
@@ -190,7 +187,7 @@ func (b *breaker) after(trial bool, req *http.Request, err error, took time.Dura
 			b.onRecover()
 		}
 		return
-	case callerGaveUp(req) || refusedAnswer(err):
+	case callerGaveUp(req) || guard.RefusedAnswer(err) != nil:
 		// The caller gave up (an informer stopping, a reconcile cancelled at
 		// shutdown or out of time), or one answer was refused for what it
 		// would make Vidra hold: that says nothing about the server.
@@ -254,8 +251,8 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.next.RoundTrip(req)
 	// A watch's answer returns with its headers; what follows is a stream
 	// whose length says nothing.
-	t.b.after(trial, req, err, t.b.clock.Since(start), t.timed && !isWatch(req))
-	if err != nil && !callerGaveUp(req) && !refusedAnswer(err) {
+	t.b.after(trial, req, err, t.b.clock.Since(start), t.timed && !guard.IsWatch(req))
+	if err != nil && !callerGaveUp(req) && guard.RefusedAnswer(err) == nil {
 		return nil, &unreachableError{server: t.b.server, err: err}
 	}
 	return resp, err

@@ -8,13 +8,19 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard"
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
 // slowTransport answers 200 after took, on a fake clock, and counts the
@@ -168,7 +174,7 @@ func TestUnreachableCertificateErrorsHideTheCertificatesNames(t *testing.T) {
 // just over their bound would otherwise use to hold a worker per request.
 func TestBreakerCountsARefusedAnswerOnlyWhenSlow(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	refused := &answerTooLargeError{server: "https://remote.example", what: "an answer about ConfigMap ns/a", limit: 1 << 20, about: true}
+	_, refused := guardErrors(t)
 	req, _ := http.NewRequest(http.MethodGet, "https://remote.example/api/v1/namespaces/ns/configmaps/a", nil)
 
 	b := newBreaker("https://remote.example", clk, 5*time.Second)
@@ -181,5 +187,64 @@ func TestBreakerCountsARefusedAnswerOnlyWhenSlow(t *testing.T) {
 		t.Error("a refused answer that took 6s did not open the breaker")
 	} else if err := b.check(); err == nil || !strings.Contains(err.Error(), "after 6s") {
 		t.Errorf("the breaker's error: %v; want the slow answer", err)
+	}
+}
+
+// guardErrors returns two errors of a real guard: an answer over the bound
+// of any answer, which fails its server (guard.OverLimit), and one over the
+// bound of the object it is about, which fails its request only
+// (guard.RefusedAnswer).
+func guardErrors(t *testing.T) (overLimit, refused error) {
+	t.Helper()
+	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(64<<20))
+		w.WriteHeader(http.StatusOK)
+	})
+	c := newTestGuard(t, Guard{}).Tenant(srv.URL, "team-a", nil)
+	t.Cleanup(c.Close)
+	rt := c.Requests(srv.Client().Transport)
+	get := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/namespaces/ns/configmaps/a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatal("an answer of 64 MiB was accepted")
+		}
+		return err
+	}
+	overLimit = get(t.Context())
+	declared := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a", "namespace": "ns"},
+	}}
+	refused = get(AnswersAbout(t.Context(), declared, 0))
+	if guard.OverLimit(overLimit) == nil || RefusedAnswer(overLimit) != nil || RefusedAnswer(refused) == nil {
+		t.Fatalf("the guard's errors changed kind: %v; %v", overLimit, refused)
+	}
+	return overLimit, refused
+}
+
+// TestOnlyTheRefusedWatchStopsItsInformer: the informer whose watch the
+// pool had no room for sees an error the watch registry stops it for,
+// through the breaker's wrapping; the cluster's other requests, failed
+// fast by the breaker the pool's error tripped, do not.
+func TestOnlyTheRefusedWatchStopsItsInformer(t *testing.T) {
+	// A refusal of the registry's, over a limit of the guard's, as the
+	// guard's refusedWatch wraps a watch pool's error.
+	pool, _ := guardErrors(t)
+	refused := &unreachableError{server: "https://tenant.example", err: fmt.Errorf("%w: %w", watchregistry.ErrRefused, pool)}
+	if !errors.Is(refused, watchregistry.ErrRefused) {
+		t.Errorf("the refused watch's error %q does not match watchregistry.ErrRefused", refused)
+	}
+	if refused.Error() != pool.Error() {
+		t.Errorf("the refused watch's error %q does not say what the pool's does", refused)
+	}
+	b := newBreaker("https://tenant.example", clock.RealClock{}, 0)
+	b.fail(pool)
+	if err := b.check(); err == nil || errors.Is(err, watchregistry.ErrRefused) {
+		t.Errorf("a request failed fast by the tripped breaker: %v; want a failure that is no refusal of its own", err)
 	}
 }

@@ -160,7 +160,7 @@ func TestARedirectToPlainHTTPIsRefused(t *testing.T) {
 	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, plain.URL+"/internal?x=1", http.StatusTemporaryRedirect)
 	})
-	cc, _ := remoteClientsIn(t, srv, guard(t, Guard{}), "team-a")
+	cc, _ := remoteClientsIn(t, srv, newTestGuard(t, Guard{}), "team-a")
 	cm := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"d"},"data":{"k":"v"}}`)
 	_, err := cc.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("d").
 		Patch(t.Context(), "x", types.ApplyPatchType, cm, metav1.PatchOptions{FieldManager: "vidra"})

@@ -172,3 +172,12 @@ func TestBreakerFailsFastAfterAConnectionError(t *testing.T) {
 		t.Fatalf("closed breaker: err %v, calls %d, recovered %d", err, stub.calls, recovered)
 	}
 }
+
+func TestKubeconfigWithProxyURLIsRefused(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["a"] = &clientcmdapi.Cluster{Server: "https://a.example", ProxyURL: "http://169.254.169.254:3128"}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	if err := selfContained(cfg.Clusters["a"], cfg.AuthInfos["u"]); err == nil || !strings.Contains(err.Error(), "proxy-url") {
+		t.Fatalf("err = %v; want a refusal naming proxy-url", err)
+	}
+}

@@ -4,8 +4,6 @@
 package destination
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,10 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr/funcr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -37,7 +33,7 @@ func TestRemoteWarningsAreLoggedOnceAMinute(t *testing.T) {
 		fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"t"}}`)
 	})
 	clk := clocktesting.NewFakeClock(time.Now())
-	cc, _ := remoteClientsOn(t, srv, guard(t, Guard{}), "tenant", clk)
+	cc, _ := remoteClientsOn(t, srv, newTestGuard(t, Guard{}), "tenant", clk)
 
 	var mu sync.Mutex
 	var lines []string
@@ -82,51 +78,9 @@ func TestRemoteAnswerHeadersAreBounded(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"t"}}`)
 	})
-	cc, _ := remoteClientsIn(t, srv, guard(t, Guard{}), "tenant")
+	cc, _ := remoteClientsIn(t, srv, newTestGuard(t, Guard{}), "tenant")
 	_, err := cc.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("t").Get(t.Context(), "x", metav1.GetOptions{})
 	if err == nil || !strings.Contains(err.Error(), "header") {
 		t.Fatalf("an answer with 3 MB of headers: err = %v, want one about its headers", err)
-	}
-}
-
-// A remote server's refusal is kept, as a Status, but not all of it: a
-// thousand objects refused with 64 KiB each would make one reconcile hold
-// 64 MiB of the tenant's text. The message keeps its start, and a few of
-// its causes.
-func TestRemoteStatusTextIsBounded(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
-		st := metav1.Status{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
-			Reason: metav1.StatusReasonInvalid, Message: "refused: " + strings.Repeat("é", 25500),
-			Details: &metav1.StatusDetails{Name: "x", Kind: "configmaps"},
-		}
-		for i := range 100 {
-			st.Details.Causes = append(st.Details.Causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: fmt.Sprintf("data.k%d", i), Message: strings.Repeat("y", 50)})
-		}
-		body, _ := json.Marshal(&st)
-		if len(body) < 60<<10 || len(body) > maxErrorBody {
-			t.Errorf("the test's Status takes %d bytes, want 60 KiB to 64 KiB", len(body))
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(int(st.Code))
-		w.Write(body)
-	})
-	cc, _ := remoteClientsIn(t, srv, guard(t, Guard{}), "tenant")
-	_, err := cc.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("t").Get(t.Context(), "x", metav1.GetOptions{})
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("err = %v, want the server's Invalid", err)
-	}
-	if n := len(err.Error()); n > 2*maxStatusMessage {
-		t.Errorf("the refusal reads %d bytes, want at most %d", n, 2*maxStatusMessage)
-	}
-	if !strings.HasPrefix(err.Error(), "refused: é") || !utf8.ValidString(err.Error()) {
-		t.Errorf("the refusal does not keep its start whole: %.40q", err.Error())
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		t.Fatalf("err %T is not an API status", err)
-	}
-	if d := status.Status().Details; d == nil || len(d.Causes) != maxStatusCauses {
-		t.Errorf("the refusal keeps %+v, want its first %d causes", d, maxStatusCauses)
 	}
 }

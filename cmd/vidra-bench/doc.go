@@ -1,10 +1,11 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command bench measures Vidra against the performance targets of SPEC §7 on
-// this machine, side by side in one run, against a fresh local control plane:
+// Command vidra-bench measures Vidra against the performance targets of SPEC
+// §7 on this machine, side by side in one run, against a fresh local control
+// plane:
 //
-//	go run ./hack/bench [-n 1000] [-out bench/results] [-skip-baseline]
+//	go run ./cmd/vidra-bench [-n 1000] [-out bench/results] [-skip-baseline]
 //
 // It starts etcd, kube-apiserver (with an audit log of the operator's
 // requests) and kube-controller-manager through internal/testenv, builds

@@ -268,7 +268,7 @@ func waitReady(ctx context.Context, c *cluster, prefix string, n int, timeout ti
 func machine(root string, o options) runMeta {
 	m := runMeta{
 		Date:      time.Now().UTC().Format("2006-01-02"),
-		Command:   strings.TrimSpace("go run ./hack/bench " + strings.Join(os.Args[1:], " ")),
+		Command:   strings.TrimSpace("go run ./cmd/vidra-bench " + strings.Join(os.Args[1:], " ")),
 		GoVersion: runtime.Version(),
 		CPUs:      runtime.NumCPU(),
 		N:         o.n,

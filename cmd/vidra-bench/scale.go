@@ -703,7 +703,7 @@ func scaleMarkdown(r *scaleResult) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("\n## Scale: %d VidraResources × 4 objects (%d objects)\n\n", r.N, r.Objects)
-	p("`go run ./hack/bench -replicas %s -n %d` · %d CPUs (%s) · commit %s · load average at start / end: %s\n\n",
+	p("`go run ./cmd/vidra-bench -replicas %s -n %d` · %d CPUs (%s) · commit %s · load average at start / end: %s\n\n",
 		joinInts(r.Runs), r.N, r.Meta.CPUs, r.Meta.CPUModel, r.Meta.Commit, strings.Join(r.Meta.LoadAverage, " / "))
 	p("Operator flags: `%s`.\n\n", r.Meta.OperatorCmd)
 	if r.Baseline != nil {

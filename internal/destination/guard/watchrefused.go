@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package destination
+package guard
 
 import "github.com/vidra-operator/vidra/pkg/watchregistry"
 
