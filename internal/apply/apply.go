@@ -395,7 +395,7 @@ func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) in
 			// answers about p are bounded by p's size.
 			octx = destination.AnswersAbout(ctx, p.obj, 0)
 		}
-		if oe := e.applyObject(octx, pass, p); oe != nil {
+		if oe := e.syncObject(octx, pass, p); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
 		}
 	}
