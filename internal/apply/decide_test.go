@@ -4,6 +4,7 @@
 package apply
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -45,108 +46,139 @@ func withLabels(u *unstructured.Unstructured, labels map[string]string) *unstruc
 	return u
 }
 
+// decideFixtures are the objects and entries the cases of decide share.
+type decideFixtures struct {
+	want, stale                                        map[string]any
+	owned, marked                                      map[string]string
+	vidraOwnsA, patchOwnsImmutable, vidraOwnsImmutable metav1.ManagedFieldsEntry
+}
+
+func newDecideFixtures() decideFixtures {
+	return decideFixtures{
+		want: map[string]any{"a": "1"}, stale: map[string]any{"a": "0"},
+		owned:              map[string]string{v1alpha1.OwnerUIDLabel: "u"},
+		marked:             map[string]string{v1alpha1.OwnerUIDLabel: "u", v1alpha1.BucketLabel: "3"},
+		vidraOwnsA:         fieldsEntry("vidra", `{"f:data":{"f:a":{}}}`),
+		patchOwnsImmutable: fieldsEntry("kubectl-patch", `{"f:immutable":{}}`),
+		vidraOwnsImmutable: fieldsEntry("vidra", `{"f:immutable":{}}`),
+	}
+}
+
+// edit is a managedFields entry of the hand-edit manager.
+func edit(fields string) metav1.ManagedFieldsEntry { return fieldsEntry("kubectl-edit", fields) }
+
 func decideCases() []decideCase {
-	want, stale := map[string]any{"a": "1"}, map[string]any{"a": "0"}
-	owned := map[string]string{v1alpha1.OwnerUIDLabel: "u"}
-	marked := map[string]string{v1alpha1.OwnerUIDLabel: "u", v1alpha1.BucketLabel: "3"}
-	desired := func() *unstructured.Unstructured { return configMap(want) }
-	edit := func(fields string) metav1.ManagedFieldsEntry { return fieldsEntry("kubectl-edit", fields) }
-	vidraOwnsA := fieldsEntry("vidra", `{"f:data":{"f:a":{}}}`)
-	patchOwnsImmutable := fieldsEntry("kubectl-patch", `{"f:immutable":{}}`)
-	vidraOwnsImmutable := fieldsEntry("vidra", `{"f:immutable":{}}`)
-	refusal := &ObjectError{Reason: v1alpha1.ReasonOwnedByOther, Conflict: true}
+	f := newDecideFixtures()
+	return slices.Concat(decideAbsentCases(f), decideLiveCases(f), decideWriteCases(f), decideHandEditCases(f))
+}
+
+// decideAbsentCases are the decisions on an object no cache or read shows.
+func decideAbsentCases(f decideFixtures) []decideCase {
 	return []decideCase{
-		{name: "the version Vidra last applied is in sync",
-			desired: desired(),
-			in:      evidence{live: withVersion(configMap(map[string]any{"a": "2"}), "7"), known: true, rec: appliedRecord{hash: 1, rv: "7"}, hash: 1},
-			want:    actInSync},
-		{name: "a live object holding every field of the manifest is in sync",
-			desired: desired(),
-			in:      evidence{live: configMap(map[string]any{"a": "1", "b": "2"}, vidraOwnsA)},
-			want:    actInSync},
 		{name: "an absent object is created",
-			desired: desired(),
+			desired: configMap(f.want),
 			want:    actCreate},
 		{name: "an object known to exist unmarked is read before it is created",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{unmanaged: true},
 			want:    actRead},
 		{name: "an object read gone after it was unmarked is created",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{unmanaged: true, fresh: true},
 			want:    actCreate},
 		{name: "a deletion under driftPolicy Report is read before it is reported",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{report: true, unchanged: true, inventory: true},
 			want:    actRead},
 		{name: "a deletion a read confirmed is reported under driftPolicy Report",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{report: true, unchanged: true, inventory: true, fresh: true},
 			want:    actReportDrift,
 			check: func(t *testing.T, a action) {
 				if a.drift == nil || !a.drift.Deleted || a.object != nil {
-					t.Errorf("reports %+v of %v, want a deletion", a.drift, a.object)
+					t.Errorf("reports %+v of %v, f.want a deletion", a.drift, a.object)
 				}
 			}},
 		{name: "an object never in the inventory is created under driftPolicy Report",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{report: true, unchanged: true, fresh: true},
 			want:    actCreate},
+	}
+}
+
+// decideLiveCases are the decisions on a live object before any write is considered: its owner, its policy, an immutable flag set by another writer.
+func decideLiveCases(f decideFixtures) []decideCase {
+	refusal := &ObjectError{Reason: v1alpha1.ReasonOwnedByOther, Conflict: true}
+	return []decideCase{
 		{name: "another owner's object is a conflict",
-			desired: desired(),
-			in:      evidence{live: configMap(want), owner: refusal},
+			desired: configMap(f.want),
+			in:      evidence{live: configMap(f.want), owner: refusal},
 			want:    actConflict,
 			check: func(t *testing.T, a action) {
 				if a.err != refusal {
-					t.Errorf("err = %v, want the owner check's", a.err)
+					t.Errorf("err = %v, f.want the owner check's", a.err)
 				}
 			}},
 		{name: "an existing object of apply: IfNotPresent is left as it is",
-			desired: desired(),
+			desired: configMap(f.want),
 			policy:  objectPolicy{createOnly: true},
 			in:      evidence{live: configMap(map[string]any{"a": "changed"}, edit(`{"f:data":{"f:a":{}}}`)), unchanged: true},
 			want:    actCreateOnly},
 		{name: "an object made immutable by another writer is read whole",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(want))},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.want))},
 			want:    actReadWhole},
 		{name: "an object made immutable by another writer is refused without force",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(want)), wholeRead: true, whole: frozen(configMap(want, patchOwnsImmutable))},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.want)), wholeRead: true, whole: frozen(configMap(f.want, f.patchOwnsImmutable))},
 			want:    actRefuse,
 			check: func(t *testing.T, a action) {
 				if a.err == nil || a.err.Reason != v1alpha1.ReasonImmutableSet {
-					t.Errorf("err = %v, want %s", a.err, v1alpha1.ReasonImmutableSet)
+					t.Errorf("err = %v, f.want %s", a.err, v1alpha1.ReasonImmutableSet)
 				}
 			}},
 		{name: "an object made immutable by another writer is recreated under force",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(want)), wholeRead: true, whole: frozen(configMap(want, patchOwnsImmutable)), force: true},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.want)), wholeRead: true, whole: frozen(configMap(f.want, f.patchOwnsImmutable)), force: true},
 			want:    actRecreate,
 			check: func(t *testing.T, a action) {
 				if a.writer != "field manager kubectl-patch" || a.drift == nil || a.drift.Manager != "kubectl-patch" {
-					t.Errorf("writer %q, drift %+v: want kubectl-patch's", a.writer, a.drift)
+					t.Errorf("writer %q, drift %+v: f.want kubectl-patch's", a.writer, a.drift)
 				}
 			}},
 		{name: "an object made immutable by another writer is reported under driftPolicy Report",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(want)), wholeRead: true, whole: frozen(configMap(want, patchOwnsImmutable)), force: true, report: true},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.want)), wholeRead: true, whole: frozen(configMap(f.want, f.patchOwnsImmutable)), force: true, report: true},
 			want:    actReportDrift,
 			check: func(t *testing.T, a action) {
 				if a.drift == nil || !cmp.Equal(a.drift.Fields, []string{"/immutable"}) || a.object == nil {
-					t.Errorf("reports %+v of %v, want /immutable of the object read whole", a.drift, a.object)
+					t.Errorf("reports %+v of %v, f.want /immutable of the object read whole", a.drift, a.object)
 				}
 			}},
 		{name: "an immutable flag Vidra set is applied over, for the API server to refuse",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(stale)), wholeRead: true, whole: frozen(configMap(stale, vidraOwnsImmutable)), known: true, rec: appliedRecord{hash: 1}, hash: 2},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.stale)), wholeRead: true, whole: frozen(configMap(f.stale, f.vidraOwnsImmutable)), known: true, rec: appliedRecord{hash: 1}, hash: 2},
 			want:    actApply},
 		{name: "an immutable flag gone by the whole read is applied over",
-			desired: desired(),
-			in:      evidence{live: frozen(configMap(stale)), wholeRead: true, whole: configMap(stale), known: true, rec: appliedRecord{hash: 1}, hash: 2},
+			desired: configMap(f.want),
+			in:      evidence{live: frozen(configMap(f.stale)), wholeRead: true, whole: configMap(f.stale), known: true, rec: appliedRecord{hash: 1}, hash: 2},
 			want:    actApply},
+	}
+}
+
+// decideWriteCases are the decisions between in sync, drift reported and the writes.
+func decideWriteCases(f decideFixtures) []decideCase {
+	return []decideCase{
+		{name: "the version Vidra last applied is in sync",
+			desired: configMap(f.want),
+			in:      evidence{live: withVersion(configMap(map[string]any{"a": "2"}), "7"), known: true, rec: appliedRecord{hash: 1, rv: "7"}, hash: 1},
+			want:    actInSync},
+		{name: "a live object holding every field of the manifest is in sync",
+			desired: configMap(f.want),
+			in:      evidence{live: configMap(map[string]any{"a": "1", "b": "2"}, f.vidraOwnsA)},
+			want:    actInSync},
 		{name: "a changed manifest is applied",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "0"}), known: true, rec: appliedRecord{hash: 1}, hash: 2},
 			want:    actApply,
 			check: func(t *testing.T, a action) {
@@ -155,70 +187,76 @@ func decideCases() []decideCase {
 				}
 			}},
 		{name: "a dropped field is applied away though live holds the new manifest",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "1", "dropped": "x"}), known: true, rec: appliedRecord{hash: 1}, hash: 2},
 			want:    actApply},
 		{name: "drift is corrected",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "0"}), unchanged: true},
 			want:    actApply,
 			check: func(t *testing.T, a action) {
 				if a.drift == nil || !cmp.Equal(a.drift.Fields, []string{"/data/a"}) {
-					t.Errorf("corrects %+v, want /data/a", a.drift)
+					t.Errorf("corrects %+v, f.want /data/a", a.drift)
 				}
 			}},
 		{name: "drift is reported under driftPolicy Report",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "0"}), unchanged: true, report: true},
 			want:    actReportDrift,
 			check: func(t *testing.T, a action) {
 				if a.drift == nil || a.object == nil {
-					t.Errorf("reports %+v of %v, want the drift of live", a.drift, a.object)
+					t.Errorf("reports %+v of %v, f.want the drift of live", a.drift, a.object)
 				}
 			}},
 		{name: "a hand edit undone by hand is no drift to report",
-			desired: desired(),
-			in:      evidence{live: configMap(want, edit(`{"f:data":{"f:a":{}}}`)), unchanged: true, report: true},
+			desired: configMap(f.want),
+			in:      evidence{live: configMap(f.want, edit(`{"f:data":{"f:a":{}}}`)), unchanged: true, report: true},
 			want:    actReportDrift,
 			check: func(t *testing.T, a action) {
 				if a.drift != nil || a.object == nil {
-					t.Errorf("reports %+v, want nothing", a.drift)
+					t.Errorf("reports %+v, f.want nothing", a.drift)
 				}
 			}},
 		{name: "missing marks alone are written as marks",
-			desired: withLabels(desired(), marked),
-			in:      evidence{live: withLabels(configMap(want), owned), unchanged: true},
+			desired: withLabels(configMap(f.want), f.marked),
+			in:      evidence{live: withLabels(configMap(f.want), f.owned), unchanged: true},
 			want:    actMarksOnly,
 			check: func(t *testing.T, a action) {
 				if !a.marks || a.drift != nil {
-					t.Errorf("marks %v, drift %+v: want marks and no drift", a.marks, a.drift)
+					t.Errorf("marks %v, drift %+v: f.want marks and no drift", a.marks, a.drift)
 				}
 			}},
+	}
+}
+
+// decideHandEditCases are the decisions on a live object with hand edits.
+func decideHandEditCases(f decideFixtures) []decideCase {
+	return []decideCase{
 		{name: "a hand edit of the manifest's fields is taken back by the apply",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "0"}, edit(`{"f:data":{"f:a":{}}}`)), unchanged: true},
 			want:    actTakeBack,
 			check: func(t *testing.T, a action) {
 				if !cmp.Equal(a.managers, []string{"kubectl-edit"}) || a.drift == nil {
-					t.Errorf("managers %v, drift %+v: want kubectl-edit's drift", a.managers, a.drift)
+					t.Errorf("managers %v, drift %+v: f.want kubectl-edit's drift", a.managers, a.drift)
 				}
 			}},
 		{name: "labels added by hand are removed",
-			desired: desired(),
-			in:      evidence{live: withLabels(configMap(want, edit(`{"f:metadata":{"f:labels":{"f:extra":{}}}}`)), map[string]string{"extra": "x"})},
+			desired: configMap(f.want),
+			in:      evidence{live: withLabels(configMap(f.want, edit(`{"f:metadata":{"f:labels":{"f:extra":{}}}}`)), map[string]string{"extra": "x"})},
 			want:    actRemoveKeys,
 			check: func(t *testing.T, a action) {
 				if !cmp.Equal(a.keys, [][]string{{"metadata", "labels", "extra"}}) {
-					t.Errorf("keys = %v, want the extra label", a.keys)
+					t.Errorf("keys = %v, f.want the extra label", a.keys)
 				}
 			}},
 		{name: "fields added by hand are taken over",
-			desired: desired(),
+			desired: configMap(f.want),
 			in:      evidence{live: configMap(map[string]any{"a": "1", "b": "2"}, edit(`{"f:data":{"f:b":{}}}`))},
 			want:    actTakeOver},
 		{name: "missing marks with a hand edit are taken back with the marks",
-			desired: withLabels(desired(), marked),
-			in:      evidence{live: withLabels(configMap(stale, edit(`{"f:data":{"f:a":{}}}`)), owned), unchanged: true},
+			desired: withLabels(configMap(f.want), f.marked),
+			in:      evidence{live: withLabels(configMap(f.stale, edit(`{"f:data":{"f:a":{}}}`)), f.owned), unchanged: true},
 			want:    actTakeBack,
 			check: func(t *testing.T, a action) {
 				if a.marks {

@@ -541,32 +541,10 @@ func (l *listLookups) kindsOf(set *fieldpath.Set) listKinds {
 // find returns the element of set, a list, naming item, the i-th item of
 // the desired list; among its members too when last.
 func (l *listLookups) find(set *fieldpath.Set, item any, i int, last bool) (fieldpath.PathElement, bool) {
-	kinds := l.kindsOf(set)
 	m, _ := item.(map[string]any)
-	var built []fieldpath.PathElement
-	if m != nil && kinds.keyNames != nil {
-		key := make(value.FieldList, 0, len(kinds.keyNames))
-		for _, n := range kinds.keyNames {
-			v, ok := m[n]
-			if !ok {
-				key = nil
-				break
-			}
-			key = append(key, value.Field{Name: n, Value: value.NewValueInterface(v)})
-		}
-		if key != nil {
-			key.Sort()
-			built = append(built, fieldpath.PathElement{Key: &key})
-		}
-	}
-	if kinds.values && item != nil {
-		v := value.NewValueInterface(item)
-		built = append(built, fieldpath.PathElement{Value: &v})
-	}
-	if kinds.indices {
-		built = append(built, fieldpath.PathElement{Index: &i})
-	}
-	for _, pe := range built {
+	// The elements that would name item, looked up directly first; a scan
+	// of set matches each of its elements only when none is there.
+	for _, pe := range elementsNaming(l.kindsOf(set), m, item, i) {
 		if _, ok := set.Children.Get(pe); ok || (last && set.Members.Has(pe)) {
 			return pe, true
 		}
@@ -592,6 +570,36 @@ func (l *listLookups) find(set *fieldpath.Set, item any, i int, last bool) (fiel
 		return fieldpath.PathElement{}, false
 	}
 	return *found, true
+}
+
+// elementsNaming returns the elements of the kinds a list's field set
+// holds that would name item (m when it is a map), the i-th item: by its
+// key, by its value, by its index.
+func elementsNaming(kinds listKinds, m map[string]any, item any, i int) []fieldpath.PathElement {
+	var built []fieldpath.PathElement
+	if m != nil && kinds.keyNames != nil {
+		key := make(value.FieldList, 0, len(kinds.keyNames))
+		for _, n := range kinds.keyNames {
+			v, ok := m[n]
+			if !ok {
+				key = nil
+				break
+			}
+			key = append(key, value.Field{Name: n, Value: value.NewValueInterface(v)})
+		}
+		if key != nil {
+			key.Sort()
+			built = append(built, fieldpath.PathElement{Key: &key})
+		}
+	}
+	if kinds.values && item != nil {
+		v := value.NewValueInterface(item)
+		built = append(built, fieldpath.PathElement{Value: &v})
+	}
+	if kinds.indices {
+		built = append(built, fieldpath.PathElement{Index: &i})
+	}
+	return built
 }
 
 // listIndexKey names a list of an object, by its first item's address and
