@@ -52,9 +52,14 @@ type engineFixture struct {
 	t        *testing.T
 	dynamic  *dynamicfake.FakeDynamicClient
 	meta     *metadatafake.FakeMetadataClient
+	vidra    *vidrafake.Clientset
 	recorder *record.FakeRecorder
 	engine   *Engine
 	target   *destination.Target
+	// partialView: the engine's caller sees some VidraResources only
+	// (--watch-namespace, --shard-selector), so an owner it does not see
+	// may exist.
+	partialView bool
 
 	mu sync.Mutex
 	// actions are the requests sent to the destination's fakes, in the
@@ -85,7 +90,7 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 		vrObjs = append(vrObjs, vr)
 		uids[vr.UID] = true
 	}
-	vidra := vidrafake.NewSimpleClientset(vrObjs...)
+	f.vidra = vidrafake.NewSimpleClientset(vrObjs...)
 	f.dynamic = dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live...)
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
@@ -111,14 +116,14 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 		t.Fatal(err)
 	}
 	f.target = dests.Local()
-	owners := informers.NewSharedInformerFactory(vidra, 0).Infrahub().V1alpha1().VidraResources()
+	owners := informers.NewSharedInformerFactory(f.vidra, 0).Infrahub().V1alpha1().VidraResources()
 	for _, vr := range vrs {
 		if err := owners.Informer().GetIndexer().Add(vr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.engine = New(Options{Registry: registry, Owners: owners.Lister(), Vidra: vidra, Recorder: f.recorder, Clock: clock,
-		Resources: func(uid types.UID) (exists, known bool) { return uids[uid], true }})
+	f.engine = New(Options{Registry: registry, Owners: owners.Lister(), Vidra: f.vidra, Recorder: f.recorder, Clock: clock,
+		Resources: func(uid types.UID) (exists, known bool) { return uids[uid], !f.partialView }})
 	return f
 }
 
@@ -148,7 +153,8 @@ func (f *engineFixture) answerApplies() {
 	})
 }
 
-// recordRequests records the requests to the destination's fakes in
+// recordRequests records the requests to the destination's fakes, and to
+// the VidraResources of the cluster Vidra runs in, in
 // f.actions, as "verb resource namespace/name"; lists and watches, which
 // informers send on their own schedule, are left out.
 func (f *engineFixture) recordRequests() {
@@ -171,6 +177,7 @@ func (f *engineFixture) recordRequests() {
 	}
 	f.dynamic.PrependReactor("*", "*", record)
 	f.meta.PrependReactor("*", "*", record)
+	f.vidra.PrependReactor("*", "*", record)
 }
 
 // apply runs one pass of vr on the local destination, as a reconcile does,
