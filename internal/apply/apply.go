@@ -106,7 +106,6 @@ func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
 // could be confused with (prunehold.go), and the entries that no status
 // write recorded yet are part of the inventory (unrecorded.go).
 func (e *Engine) Apply(ctx context.Context, pass *Pass) {
-	logger := klog.FromContext(ctx)
 	vr := pass.VR
 	pass.Inventory = pass.st.withUnrecorded(pass.Inventory, pass.Target.Cluster)
 	pass.Out.Inventory = pass.Inventory
@@ -120,14 +119,34 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		pass.Out.Errs = collapseUnreachable(collapseOutOfTime(ctx, pass.Out.Errs, visited, total))
 	}()
 
-	// The manifest's errors and spec.ignore's are reported together, so
-	// that fixing one does not reveal the other only on the next try.
+	resolved, rules, ok := e.desiredObjects(ctx, pass)
+	if !ok {
+		return
+	}
+	st := planStages(pass, resolved, rules, previous)
+	total = len(st.all)
+	visited = e.applyStages(ctx, pass, st)
+
+	// Objects a killed process created and never recorded: pruned below
+	// when the manifest no longer declares them.
+	pass.Inventory = append(pass.Inventory, e.findUnrecorded(ctx, pass, st.all, st.desired, maps.Clone(previous))...)
+	e.conclude(ctx, pass, st)
+	klog.FromContext(ctx).V(3).Info("Reconciled", "objects", len(st.all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
+}
+
+// desiredObjects returns the objects of pass's manifest, resolved, checked
+// and sorted, and its compiled spec.ignore; ok is false when the pass can
+// apply nothing, the reasons being in pass.Out.Errs. The manifest's errors
+// and spec.ignore's are reported together, so that fixing one does not
+// reveal the other only on the next try.
+func (e *Engine) desiredObjects(ctx context.Context, pass *Pass) (resolved []manifest.Object, rules *ignoreRules, ok bool) {
+	vr := pass.VR
 	got := e.manifests.objects(ctx, pass.key, vr)
 	if len(got.fails) > 0 {
 		// Nothing is applied, and so nothing pruned: a source missing for
 		// a moment must not mean its objects left the manifest.
 		pass.Out.Errs = append(pass.Out.Errs, got.fails...)
-		return
+		return nil, nil, false
 	}
 	objs, perrs := got.objs, got.errs
 	pass.Out.Sources = got.applied
@@ -147,7 +166,7 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		for _, err := range ierrs {
 			pass.Out.Fail(v1alpha1.ReasonInvalidManifest, false, err)
 		}
-		return
+		return nil, nil, false
 	}
 	resolved, rerrs := manifest.Resolve(objs, DefaultNamespace(vr), pass.Target.Mapper.Namespaced)
 	if len(rerrs) > 0 {
@@ -155,27 +174,40 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		if !rerrs.Transient() {
 			// A broken manifest changes nothing: not even its valid objects
 			// are applied, so that a half-edited manifest never half-applies.
-			return
+			return nil, nil, false
 		}
 	}
 	if err := checkInventoryNames(resolved); err != nil {
 		pass.Out.Fail(v1alpha1.ReasonManifestTooLarge, false, err)
-		return
+		return nil, nil, false
 	}
 	if oe := checkManifestKinds(resolved, e.registry.Informers().PerTenant); oe != nil {
 		pass.Out.Errs = append(pass.Out.Errs, oe)
-		return
+		return nil, nil, false
 	}
 	manifest.Sort(resolved)
+	return resolved, rules, true
+}
 
-	var stage0, stage1, crds []*planned
-	// Objects whose apply policy is Ignore are neither applied nor
-	// inventoried, so never pruned or deleted either.
-	desired := map[ObjectKey]bool{}
+// stages are a pass's objects in the order they are applied.
+type stages struct {
+	// stage0 are the Namespaces and CRDs, crds the CRDs among them, and
+	// stage1 the rest; all are both stages.
+	stage0, stage1, crds, all []*planned
+	// desired are the keys of every object of the manifest, those of apply
+	// policy Ignore included.
+	desired map[ObjectKey]bool
+}
+
+// planStages marks and sorts resolved's objects into stages. Objects whose
+// apply policy is Ignore are neither applied nor inventoried, so never
+// pruned or deleted either.
+func planStages(pass *Pass, resolved []manifest.Object, rules *ignoreRules, previous map[ObjectKey]bool) stages {
+	st := stages{desired: map[ObjectKey]bool{}}
 	for _, o := range resolved {
-		p := &planned{obj: mark(o.Object, vr), index: o.Index, line: o.Line}
+		p := &planned{obj: mark(o.Object, pass.VR), index: o.Index, line: o.Line}
 		p.key = keyOf(p.obj)
-		desired[p.key] = true
+		st.desired[p.key] = true
 		if p.policy = policyOf(p.obj); p.policy.ignored {
 			// Nothing is compared any more: drift reported before the
 			// object was left alone would stay listed for ever.
@@ -184,59 +216,63 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 		}
 		p.ig = rules.strip(p.obj)
 		p.inventory = previous[p.key]
-		if isStageZero(o) {
-			stage0 = append(stage0, p)
-			if isCRD(p.obj) {
-				crds = append(crds, p)
-			}
-		} else {
-			stage1 = append(stage1, p)
+		if !isStageZero(o) {
+			st.stage1 = append(st.stage1, p)
+			continue
+		}
+		st.stage0 = append(st.stage0, p)
+		if isCRD(p.obj) {
+			st.crds = append(st.crds, p)
 		}
 	}
+	st.all = append(slices.Clone(st.stage0), st.stage1...)
+	return st
+}
 
-	// Stage 0: Namespaces and CRDs, which the rest may need. Kinds of CRDs
-	// in this manifest cannot be mapped before those CRDs are served, so the
-	// first mapping of stage 1 reports nothing.
-	all := append(slices.Clone(stage0), stage1...)
-	total = len(all)
+// applyStages applies st's objects, stage 0 first: Namespaces and CRDs,
+// which the rest may need. Kinds of CRDs in this manifest cannot be mapped
+// before those CRDs are served, so the first mapping of stage 1 reports
+// nothing. It returns how many objects it went through.
+func (e *Engine) applyStages(ctx context.Context, pass *Pass, st stages) (visited int) {
 	// Past the reconcile's deadline nothing more is asked of the
 	// destination: mapping an unknown kind reads discovery, whose requests
 	// know no deadline but their own.
 	outOfTime := func() bool { return destination.OutOfTime(ctx) != nil }
-	e.mapAll(pass, stage0, true)
+	e.mapAll(pass, st.stage0, true)
 	if !outOfTime() {
-		e.mapAll(pass, stage1, false)
+		e.mapAll(pass, st.stage1, false)
 	}
 	// The kinds the inventory holds are watched before anything is
 	// applied, so that the pass reads them from caches; the rest once the
 	// pass knows which it wrote.
-	_ = e.track(ctx, pass, all, heldByInventory, true)
-	visited += e.applyStage(ctx, pass, mapped(stage0))
+	_ = e.track(ctx, pass, st.all, heldByInventory, true)
+	visited += e.applyStage(ctx, pass, mapped(st.stage0))
 	if !outOfTime() {
-		if oe := e.waitEstablished(ctx, pass, crds); oe != nil {
+		if oe := e.waitEstablished(ctx, pass, st.crds); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
 		}
 	}
-	if len(mapped(stage1)) < len(stage1) && !outOfTime() {
-		e.mapAll(pass, stage1, true)
+	if len(mapped(st.stage1)) < len(st.stage1) && !outOfTime() {
+		e.mapAll(pass, st.stage1, true)
 	}
-	visited += e.applyStage(ctx, pass, mapped(stage1))
-	if oe := tooManyKinds(e.track(ctx, pass, all, watchNeeded, false)); oe != nil {
+	visited += e.applyStage(ctx, pass, mapped(st.stage1))
+	if oe := tooManyKinds(e.track(ctx, pass, st.all, watchNeeded, false)); oe != nil {
 		// First: the reason of the Ready condition and of the Event.
 		pass.Out.Errs = append([]*ObjectError{oe}, pass.Out.Errs...)
 	}
+	return visited
+}
 
-	// Objects a killed process created and never recorded: pruned below
-	// when the manifest no longer declares them.
-	pass.Inventory = append(pass.Inventory, e.findUnrecorded(ctx, pass, all, desired, maps.Clone(previous))...)
-
+// conclude writes the pass's drift and inventory into pass.Out, and prunes
+// what left the manifest but for what the pass's failures hold back.
+func (e *Engine) conclude(ctx context.Context, pass *Pass, st stages) {
 	if !pass.report {
 		clear(pass.st.reported)
 	}
-	pass.Out.Drift = pass.st.driftList(func(k ObjectKey) bool { return desired[k] })
+	pass.Out.Drift = pass.st.driftList(func(k ObjectKey) bool { return st.desired[k] })
 	pass.Out.DriftHistory = pass.st.history
-	inventory := make([]v1alpha1.ManagedResource, 0, len(all))
-	for _, p := range all {
+	inventory := make([]v1alpha1.ManagedResource, 0, len(st.all))
+	for _, p := range st.all {
 		if p.applied || p.inventory {
 			e.observeCached(pass, p)
 			m := managedResource(p.obj)
@@ -247,10 +283,10 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 			inventory = append(inventory, m)
 		}
 	}
-	held := e.holds(ctx, pass, desired)
-	skip := maps.Clone(desired)
+	held := e.holds(ctx, pass, st.desired)
+	skip := maps.Clone(st.desired)
 	for _, m := range pass.Inventory {
-		if k := inventoryKey(m); !desired[k] && held[k] != (PruneHold{}) {
+		if k := inventoryKey(m); !st.desired[k] && held[k] != (PruneHold{}) {
 			skip[k] = true
 			inventory = append(inventory, m)
 		}
@@ -258,7 +294,6 @@ func (e *Engine) Apply(ctx context.Context, pass *Pass) {
 	pass.Out.Held = sortedHolds(pass.Inventory, held)
 	kept := e.prune(ctx, pass, skip)
 	pass.Out.Inventory = append(inventory, kept...)
-	logger.V(3).Info("Reconciled", "objects", len(all), "changed", pass.Out.Changed, "pruned", len(pass.Out.Pruned))
 }
 
 // holds decides which entries of pass's inventory that left the manifest
@@ -395,7 +430,7 @@ func (e *Engine) applyStage(ctx context.Context, pass *Pass, objs []*planned) in
 			// answers about p are bounded by p's size.
 			octx = destination.AnswersAbout(ctx, p.obj, 0)
 		}
-		if oe := e.applyObject(octx, pass, p); oe != nil {
+		if oe := e.syncObject(octx, pass, p); oe != nil {
 			pass.Out.Errs = append(pass.Out.Errs, oe)
 		}
 	}

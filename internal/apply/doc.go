@@ -9,10 +9,14 @@
 // (cached per generation, parsecache.go), resolves kinds and namespaces,
 // marks each object with its owner (marks.go), applies CRDs and Namespaces
 // before the rest, tells the watch registry what to watch, and prunes what
-// left the inventory (prune.go). Each object (object.go) is read from the
-// watch registry's caches and written only when it differs from the
-// manifest (compare.go) or carries a hand edit, which is taken back exactly
-// from its managed fields (managedfields.go); an object in the way is
+// left the inventory (prune.go). Each object is read from the watch
+// registry's caches; a pure decision (decide.go) chooses one action from
+// what was read, the engine's record and the object's policy; object.go
+// executes it and settle.go records how it ended. An object is written only
+// when it differs from the manifest (compare.go) or carries a hand edit,
+// which is taken back exactly from its managed fields (managedfields.go),
+// per spec.ignore (ignore.go) and the object's annotations
+// (annotations.go); an object in the way is
 // adopted only when its marks' owner is gone and Vidra applied it
 // (owner.go). Leave and Cleanup let go of every object
 // of a resource, when its destination moved or it is deleted.

@@ -6,13 +6,11 @@ package apply
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/destination"
-	"github.com/vidra-operator/vidra/internal/manifest"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
@@ -216,57 +213,9 @@ func (e *Engine) event(vr *v1alpha1.VidraResource, warning bool, reason, format 
 	e.recorder.Event(vr, t, reason, wording.Message(fmt.Sprintf(format, args...)))
 }
 
-// ObjectKey identifies a managed object across API versions of its group.
-type ObjectKey struct {
-	group, kind, namespace, name string
-}
-
-func keyOf(u *unstructured.Unstructured) ObjectKey {
-	gvk := u.GroupVersionKind()
-	return ObjectKey{group: manifest.StoredGroup(gvk.Group, gvk.Kind), kind: gvk.Kind, namespace: u.GetNamespace(), name: u.GetName()}
-}
-
-func (k ObjectKey) String() string {
-	if k.namespace == "" {
-		return k.kind + " " + k.name
-	}
-	return k.kind + " " + k.namespace + "/" + k.name
-}
-
 // Released is how many objects the cleanup of vr has let go so far without
 // deleting them (kept by their annotation, or handed over to another
 // VidraResource): the rest of its inventory was deleted, or was gone.
 func (e *Engine) Released(vr *v1alpha1.VidraResource) int {
 	return e.stateFor(cache.MetaObjectToName(vr), vr.UID).released
-}
-
-// InventoryNames lists the objects of an inventory, for messages.
-func InventoryNames(items []v1alpha1.ManagedResource) string {
-	names := make([]string, len(items))
-	for i, m := range items {
-		names[i] = inventoryKey(m).String()
-	}
-	return strings.Join(names, ", ")
-}
-
-func managedResource(u interface {
-	GetAPIVersion() string
-	GetKind() string
-	GetNamespace() string
-	GetName() string
-}) v1alpha1.ManagedResource {
-	return v1alpha1.ManagedResource{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-func inventoryKey(m v1alpha1.ManagedResource) ObjectKey {
-	gv, _ := schema.ParseGroupVersion(m.APIVersion)
-	return ObjectKey{group: manifest.StoredGroup(gv.Group, m.Kind), kind: m.Kind, namespace: m.Namespace, name: m.Name}
-}
-
-func inventorySet(items []v1alpha1.ManagedResource) map[ObjectKey]bool {
-	set := make(map[ObjectKey]bool, len(items))
-	for _, m := range items {
-		set[inventoryKey(m)] = true
-	}
-	return set
 }

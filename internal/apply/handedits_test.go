@@ -80,6 +80,64 @@ func TestHandEditsAskIgnoreOncePerManager(t *testing.T) {
 	}
 }
 
+// entryUniverse are the fields the random entries of
+// TestHandEditsMatchEntryByEntry own some of.
+func entryUniverse() []fieldpath.Path {
+	web := fieldpath.KeyByFields("name", "web")
+	side := fieldpath.KeyByFields("name", "side")
+	containers := []any{"spec", "template", "spec", "containers"}
+	return []fieldpath.Path{
+		fieldpath.MakePathOrDie("metadata", "labels"),
+		fieldpath.MakePathOrDie("metadata", "labels", "a"),
+		fieldpath.MakePathOrDie("metadata", "labels", "b"),
+		fieldpath.MakePathOrDie("metadata", "labels", "c"),
+		fieldpath.MakePathOrDie("metadata", "annotations", "x"),
+		fieldpath.MakePathOrDie("spec", "replicas"),
+		fieldpath.MakePathOrDie("spec", "paused"),
+		fieldpath.MakePathOrDie(append(slices.Clone(containers), web)...),
+		fieldpath.MakePathOrDie(append(slices.Clone(containers), web, "image")...),
+		fieldpath.MakePathOrDie(append(slices.Clone(containers), web, "securityContext", "privileged")...),
+		fieldpath.MakePathOrDie(append(slices.Clone(containers), side)...),
+		fieldpath.MakePathOrDie(append(slices.Clone(containers), side, "image")...),
+		fieldpath.MakePathOrDie("data", "k0"),
+		fieldpath.MakePathOrDie("data", "k1"),
+	}
+}
+
+// randomEntry is a managedFields entry of one of managers, drawn with r:
+// of a subresource or not, an Apply or an Update, owning some of universe,
+// or no fields, or fields that do not parse.
+func randomEntry(t *testing.T, r *rand.Rand, managers []string, universe []fieldpath.Path) metav1.ManagedFieldsEntry {
+	e := fieldsEntry(managers[r.IntN(len(managers))], "")
+	e.Time = &metav1.Time{Time: time.Unix(r.Int64N(1e9), 0)}
+	switch r.IntN(4) {
+	case 0:
+		e.Subresource = "status"
+	case 1:
+		e.Operation = metav1.ManagedFieldsOperationApply
+	}
+	switch n := r.IntN(20); {
+	case n == 0:
+	case n == 1:
+		e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{"f:data":`)}
+	case n == 2:
+		e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{}`)}
+	default:
+		set := &fieldpath.Set{}
+		for _, fp := range universe {
+			if r.IntN(4) == 0 {
+				set.Insert(fp)
+			}
+		}
+		raw, err := set.ToJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	}
+	return e
+}
+
 // The sets of each manager are merged before spec.ignore trims them: the
 // result is the one of trimming each entry alone, managers in order of
 // their first entry that counts, entries without readable fields included.
@@ -106,58 +164,10 @@ func TestHandEditsMatchEntryByEntry(t *testing.T) {
 		{"spec.ignore", p.notIgnored},
 		{"everything", func(*fieldpath.Set) *fieldpath.Set { return &fieldpath.Set{} }},
 	}
-	web := fieldpath.KeyByFields("name", "web")
-	side := fieldpath.KeyByFields("name", "side")
-	containers := []any{"spec", "template", "spec", "containers"}
-	universe := []fieldpath.Path{
-		fieldpath.MakePathOrDie("metadata", "labels"),
-		fieldpath.MakePathOrDie("metadata", "labels", "a"),
-		fieldpath.MakePathOrDie("metadata", "labels", "b"),
-		fieldpath.MakePathOrDie("metadata", "labels", "c"),
-		fieldpath.MakePathOrDie("metadata", "annotations", "x"),
-		fieldpath.MakePathOrDie("spec", "replicas"),
-		fieldpath.MakePathOrDie("spec", "paused"),
-		fieldpath.MakePathOrDie(append(slices.Clone(containers), web)...),
-		fieldpath.MakePathOrDie(append(slices.Clone(containers), web, "image")...),
-		fieldpath.MakePathOrDie(append(slices.Clone(containers), web, "securityContext", "privileged")...),
-		fieldpath.MakePathOrDie(append(slices.Clone(containers), side)...),
-		fieldpath.MakePathOrDie(append(slices.Clone(containers), side, "image")...),
-		fieldpath.MakePathOrDie("data", "k0"),
-		fieldpath.MakePathOrDie("data", "k1"),
-	}
+	universe := entryUniverse()
 	managers := []string{"kubectl-edit", "kubectl-label", "kubectl-patch", "vidra", "kube-controller-manager"}
 	overrides := managers[:3]
 	r := rand.New(rand.NewPCG(7, 11))
-	randomEntry := func() metav1.ManagedFieldsEntry {
-		e := fieldsEntry(managers[r.IntN(len(managers))], "")
-		e.Time = &metav1.Time{Time: time.Unix(r.Int64N(1e9), 0)}
-		switch r.IntN(4) {
-		case 0:
-			e.Subresource = "status"
-		case 1:
-			e.Operation = metav1.ManagedFieldsOperationApply
-		}
-		switch n := r.IntN(20); {
-		case n == 0:
-		case n == 1:
-			e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{"f:data":`)}
-		case n == 2:
-			e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(`{}`)}
-		default:
-			set := &fieldpath.Set{}
-			for _, fp := range universe {
-				if r.IntN(4) == 0 {
-					set.Insert(fp)
-				}
-			}
-			raw, err := set.ToJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
-		}
-		return e
-	}
 	now := metav1.NewTime(time.Unix(2e9, 0))
 	for _, tf := range filters {
 		f := tf.f
@@ -165,7 +175,7 @@ func TestHandEditsMatchEntryByEntry(t *testing.T) {
 			for range 500 {
 				entries := make([]metav1.ManagedFieldsEntry, r.IntN(12))
 				for i := range entries {
-					entries[i] = randomEntry()
+					entries[i] = randomEntry(t, r, managers, universe)
 				}
 				want, got := parseHandEditsEntryByEntry(entries, overrides, f), parseHandEdits(entries, overrides, f)
 				if !slices.Equal(got.names, want.names) || got.unparsed != want.unparsed || !got.fields.Equals(want.fields) {

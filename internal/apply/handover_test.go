@@ -184,6 +184,49 @@ func TestClaimantsOfTheReleasersAndTheObjectsNamespaceComeFirst(t *testing.T) {
 	}
 }
 
+// firstHeirCase is one row of TestFirstHeirReviewsEachIdentityOnceWithinTheCaps.
+type firstHeirCase struct {
+	name       string
+	identities []string
+	allowed    string
+	fail       string
+	// reviewed are the identities reviewed, in order; refused how many
+	// claimants were told; heir the name of the one found.
+	reviewed  []string
+	refused   int
+	heir      string
+	truncated bool
+	fails     bool
+}
+
+// firstHeirCases are the identities firstHeir reviews, named by their
+// ServiceAccounts, the resource of the i-th being ri.
+func firstHeirCases() []firstHeirCase {
+	many := func(n int, sa func(int) string) []string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, sa(i))
+		}
+		return ids
+	}
+	return []firstHeirCase{
+		{name: "an identity's resources share its answer", identities: []string{"a", "a", "a", "b"}, allowed: "b",
+			reviewed: []string{"a", "b"}, refused: 3, heir: "r3"},
+		{name: "the first that may wins", identities: []string{"a", "b", "c"}, allowed: "b",
+			reviewed: []string{"a", "b"}, refused: 1, heir: "r1"},
+		{name: "none may", identities: []string{"a", "b", "a"},
+			reviewed: []string{"a", "b"}, refused: 3},
+		{name: "four identities at most", identities: many(10, func(i int) string { return fmt.Sprint("sa", i) }), allowed: "sa9",
+			reviewed: []string{"sa0", "sa1", "sa2", "sa3"}, refused: 4, truncated: true},
+		{name: "a seen identity past the fourth is told", identities: []string{"a", "b", "c", "d", "a", "e", "a"}, allowed: "e",
+			reviewed: []string{"a", "b", "c", "d"}, refused: 5, truncated: true},
+		{name: "sixteen resources at most", identities: append(many(20, func(int) string { return "a" }), "b"), allowed: "b",
+			reviewed: []string{"a"}, refused: maxClaimantsConsidered, truncated: true},
+		{name: "a failed review stops", identities: []string{"a", "b", "c"}, allowed: "c", fail: "b",
+			reviewed: []string{"a", "b"}, refused: 1, heir: "r1", fails: true},
+	}
+}
+
 // firstHeir reviews each identity once, whatever the number of its
 // resources, and stops at maxIdentitiesReviewed identities and
 // maxClaimantsConsidered resources: a tenant declaring an object from many
@@ -199,41 +242,7 @@ func TestFirstHeirReviewsEachIdentityOnceWithinTheCaps(t *testing.T) {
 		}
 		return cs
 	}
-	many := func(n int, sa func(int) string) []string {
-		var ids []string
-		for i := range n {
-			ids = append(ids, sa(i))
-		}
-		return ids
-	}
-	for _, tc := range []struct {
-		name       string
-		identities []string
-		allowed    string
-		fail       string
-		// reviewed are the identities reviewed, in order; refused how many
-		// claimants were told; heir the name of the one found.
-		reviewed  []string
-		refused   int
-		heir      string
-		truncated bool
-		fails     bool
-	}{
-		{name: "an identity's resources share its answer", identities: []string{"a", "a", "a", "b"}, allowed: "b",
-			reviewed: []string{"a", "b"}, refused: 3, heir: "r3"},
-		{name: "the first that may wins", identities: []string{"a", "b", "c"}, allowed: "b",
-			reviewed: []string{"a", "b"}, refused: 1, heir: "r1"},
-		{name: "none may", identities: []string{"a", "b", "a"},
-			reviewed: []string{"a", "b"}, refused: 3},
-		{name: "four identities at most", identities: many(10, func(i int) string { return fmt.Sprint("sa", i) }), allowed: "sa9",
-			reviewed: []string{"sa0", "sa1", "sa2", "sa3"}, refused: 4, truncated: true},
-		{name: "a seen identity past the fourth is told", identities: []string{"a", "b", "c", "d", "a", "e", "a"}, allowed: "e",
-			reviewed: []string{"a", "b", "c", "d"}, refused: 5, truncated: true},
-		{name: "sixteen resources at most", identities: append(many(20, func(int) string { return "a" }), "b"), allowed: "b",
-			reviewed: []string{"a"}, refused: maxClaimantsConsidered, truncated: true},
-		{name: "a failed review stops", identities: []string{"a", "b", "c"}, allowed: "c", fail: "b",
-			reviewed: []string{"a", "b"}, refused: 1, heir: "r1", fails: true},
-	} {
+	for _, tc := range firstHeirCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			var reviewed []string
 			heir, refused, truncated, err := firstHeir(claims(tc.identities...), func(c claim) (string, string, error) {

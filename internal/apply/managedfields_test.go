@@ -227,8 +227,20 @@ func TestHandEditsAddedMetadataKeys(t *testing.T) {
 	}
 }
 
-func TestManagedFieldsTakenOver(t *testing.T) {
-	overrides := []string{"kubectl-edit", "kubectl-label"}
+// takenOverCase is one row of TestManagedFieldsTakenOver.
+type takenOverCase struct {
+	name    string
+	entries []metav1.ManagedFieldsEntry
+	ok      bool
+	// managers lists the managers of the result in order, "+vidra" for
+	// an Apply entry of Vidra's that was created.
+	managers []string
+	fields   string // the field set of Vidra's main Apply entry
+}
+
+// takenOverCases are the entries TestManagedFieldsTakenOver hands over,
+// kubectl-edit and kubectl-label being the hand-edit managers.
+func takenOverCases() []takenOverCase {
 	status := metav1.ManagedFieldsEntry{
 		Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
 		Subresource: "status", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)},
@@ -239,15 +251,7 @@ func TestManagedFieldsTakenOver(t *testing.T) {
 	}
 	vidraUpdate := fieldsEntry("vidra", `{"f:data":{"f:u":{}}}`)
 	vidraUpdate.Operation = metav1.ManagedFieldsOperationUpdate
-	tests := []struct {
-		name    string
-		entries []metav1.ManagedFieldsEntry
-		ok      bool
-		// managers lists the managers of the result in order, "+vidra" for
-		// an Apply entry of Vidra's that was created.
-		managers []string
-		fields   string // the field set of Vidra's main Apply entry
-	}{
+	return []takenOverCase{
 		{"the fields of two hand-edit managers join Vidra's entry", []metav1.ManagedFieldsEntry{
 			fieldsEntry("vidra", `{"f:data":{"f:a":{}}}`),
 			fieldsEntry("kubectl-edit", `{"f:data":{"f:b":{}}}`),
@@ -292,8 +296,32 @@ func TestManagedFieldsTakenOver(t *testing.T) {
 		}, true, []string{"vidra"},
 			`{"f:metadata":{"f:labels":{".":{},"f:app":{},"f:x":{}}},"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`},
 	}
+}
+
+// resultManagers lists the managers of got in order, "+vidra" for an
+// Apply entry of Vidra's that entries did not have, and the index of
+// Vidra's main Apply entry.
+func resultManagers(entries, got []metav1.ManagedFieldsEntry) (managers []string, main int) {
+	main = -1
+	for i, e := range got {
+		name := e.Manager
+		if e.Manager == "vidra" && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			main = i
+			if !slices.ContainsFunc(entries, func(o metav1.ManagedFieldsEntry) bool {
+				return o.Manager == "vidra" && o.Subresource == "" && o.Operation == e.Operation
+			}) {
+				name = "+vidra"
+			}
+		}
+		managers = append(managers, name)
+	}
+	return managers, main
+}
+
+func TestManagedFieldsTakenOver(t *testing.T) {
+	overrides := []string{"kubectl-edit", "kubectl-label"}
 	now := metav1.Now()
-	for _, tt := range tests {
+	for _, tt := range takenOverCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			before := make([]metav1.ManagedFieldsEntry, len(tt.entries))
 			for i, e := range tt.entries {
@@ -312,20 +340,7 @@ func TestManagedFieldsTakenOver(t *testing.T) {
 				}
 				return
 			}
-			var managers []string
-			main := -1
-			for i, e := range got {
-				name := e.Manager
-				if e.Manager == "vidra" && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
-					main = i
-					if !slices.ContainsFunc(tt.entries, func(o metav1.ManagedFieldsEntry) bool {
-						return o.Manager == "vidra" && o.Subresource == "" && o.Operation == e.Operation
-					}) {
-						name = "+vidra"
-					}
-				}
-				managers = append(managers, name)
-			}
+			managers, main := resultManagers(tt.entries, got)
 			if diff := cmp.Diff(tt.managers, managers); diff != "" {
 				t.Fatalf("managers (-want +got):\n%s", diff)
 			}

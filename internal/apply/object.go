@@ -17,172 +17,159 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/vidra-operator/vidra/internal/destination"
-	"github.com/vidra-operator/vidra/internal/health"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
-// applyObject brings one object to its desired state. It makes no request
-// when the cached live object already matches: either it is the very version
-// Vidra last applied, or every field the manifest sets has its value and no
-// hand edit owns a field.
-func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *ObjectError {
-	logger := klog.FromContext(ctx).WithValues("object", p.key.String())
-	fail := func(err error) *ObjectError { return classify(p, err) }
-
-	live, absent, err := e.readLive(ctx, pass, p)
-	if err != nil {
-		return fail(fmt.Errorf("read: %w", err))
-	}
-	hash := hashObject(p.obj)
-	if absent && pass.st.unmanaged[p.key] {
-		// Known to exist without Vidra's marks: one read tells whether it
-		// is still there, where the create-only apply would fail and read.
-		if live, _, err = e.getLive(ctx, pass, p); err != nil {
-			return fail(fmt.Errorf("read: %w", err))
-		}
-		absent = live == nil
-		if absent {
-			delete(pass.st.unmanaged, p.key)
-		}
-	}
-	rec, known := pass.st.applied[p.key]
-	// unchanged: the manifest's object is the one Vidra last applied (or,
-	// after a restart, the generation status describes: read from a cache
-	// that may not show the last status write yet, so only then), so a
-	// write would only undo someone else's change: drift.
-	unchanged := known && rec.hash == hash
-	if !known {
-		unchanged = p.inventory && pass.VR.Generation == pass.VR.Status.ObservedGeneration
-	}
-	p.unchanged = unchanged
-	if absent && pass.report && unchanged && p.inventory {
-		// A cache can lag a creation; a deletion is reported only once a
-		// read confirms it.
-		if live, _, err = e.getLive(ctx, pass, p); err != nil {
-			return fail(fmt.Errorf("read: %w", err))
-		}
-		if live == nil {
-			e.reportDrift(pass, p, driftOf(p, nil, handEdits{}, e.clock.Now()))
-			p.applied = true
-			p.health, p.healthMessage = health.Of(nil)
-			return nil
-		}
-		absent = false
-	}
-	if absent {
-		found, oerr := e.applyAbsent(ctx, pass, p, hash)
-		if found == nil {
-			return oerr
-		}
-		// The object exists after all, Vidra's own behind a cache that has
-		// not caught up: go on as for any live object.
-		live = found
-	} else if oerr := e.checkOwner(ctx, pass, live, p); oerr != nil {
+// syncObject brings one object to its desired state: it gathers what is
+// known of it, decides (decide.go), and executes the decision. It makes no
+// request when the cached live object already matches.
+func (e *Engine) syncObject(ctx context.Context, pass *Pass, p *planned) *ObjectError {
+	in, oerr := e.gather(ctx, pass, p)
+	if oerr != nil {
 		return oerr
 	}
-	if live != nil && p.policy.createOnly {
-		// apply: IfNotPresent: created when missing, never changed
-		// afterwards, whoever changes it.
-		pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
-		delete(pass.st.reported, p.key)
-		p.applied = true
-		p.observe(live, 0)
-		return nil
-	}
-	if immutableDrift(p.obj, live) {
-		if oerr, handled := e.immutableSet(ctx, pass, p, hash); handled {
+	// Each action that does not end the object's turn learns what keeps it
+	// from being chosen again (actRead sets fresh, actReadWhole wholeRead,
+	// a creation that finds the object sets live), so the loop ends.
+	for {
+		if done, oerr := e.execute(ctx, pass, p, in, decide(p, in)); done {
 			return oerr
 		}
 	}
-	if live != nil {
-		hand := parseHandEdits(live.GetManagedFields(), pass.overrides, p.notIgnored)
-		edits := hand.managers()
-		inSync := len(edits) == 0 &&
-			((known && rec.rv == live.GetResourceVersion() && rec.hash == hash) ||
-				// Not after the manifest changed since Vidra's last apply: a
-				// field it dropped is still in live, so live contains the new
-				// object, and only an apply removes that field.
-				(isSubset(p.obj.Object, live.Object) && (!known || rec.hash == hash)))
-		if inSync {
-			pass.st.applied[p.key] = appliedRecord{hash: hash, rv: live.GetResourceVersion()}
-			delete(pass.st.reported, p.key)
-			p.applied = true
-			p.observe(live, 0)
+}
+
+// gather collects the evidence decide reads of p: the live object as the
+// cache (or, where it cannot tell, the API server) shows it, the engine's
+// record of its last apply, and, for a live object, the owner check.
+func (e *Engine) gather(ctx context.Context, pass *Pass, p *planned) (*evidence, *ObjectError) {
+	live, _, err := e.readLive(ctx, pass, p)
+	if err != nil {
+		return nil, classify(p, fmt.Errorf("read: %w", err))
+	}
+	rec, known := pass.st.applied[p.key]
+	in := &evidence{unmanaged: pass.st.unmanaged[p.key], hash: hashObject(p.obj), rec: rec, known: known,
+		inventory: p.inventory, report: pass.report, force: pass.VR.Spec.Force || p.policy.force, now: e.clock.Now()}
+	in.unchanged = unchangedSince(rec, known, in.hash, p.inventory, pass.VR.Generation == pass.VR.Status.ObservedGeneration)
+	p.unchanged = in.unchanged
+	if live == nil {
+		return in, nil
+	}
+	return in, e.see(ctx, pass, p, in, live)
+}
+
+// see makes live the object in describes, with the owner check's verdict
+// and, when the object is this resource's to write, its hand edits. A
+// verdict against writing it is decide's to act on; a lookup that failed
+// fails the object.
+func (e *Engine) see(ctx context.Context, pass *Pass, p *planned, in *evidence, live *unstructured.Unstructured) *ObjectError {
+	in.live = live
+	if oe := e.checkOwner(ctx, pass, live, p); oe != nil {
+		if !oe.Conflict {
+			return oe
+		}
+		in.owner = oe
+		return nil
+	}
+	in.hand = parseHandEdits(live.GetManagedFields(), pass.overrides, p.notIgnored)
+	return nil
+}
+
+// execute performs a, and reports whether p's turn is done: it is not after
+// a read, whose answer the next decision reads.
+func (e *Engine) execute(ctx context.Context, pass *Pass, p *planned, in *evidence, a action) (done bool, oerr *ObjectError) {
+	switch a.kind {
+	case actRead:
+		oerr := e.readAgain(ctx, pass, p, in)
+		return oerr != nil, oerr
+	case actReadWhole:
+		full, _, err := e.getLive(ctx, pass, p)
+		if err != nil {
+			return true, classify(p, fmt.Errorf("read: %w", err))
+		}
+		in.whole, in.wholeRead = full, true
+		return false, nil
+	case actCreate:
+		found, oerr := e.applyAbsent(ctx, pass, p, in.hash)
+		if found == nil {
+			return true, oerr
+		}
+		// The object exists after all, Vidra's own behind a cache that has
+		// not caught up (applyAbsent checked its owner): decided again as
+		// any live object.
+		in.live, in.fresh = found, true
+		in.hand = parseHandEdits(found.GetManagedFields(), pass.overrides, p.notIgnored)
+		return false, nil
+	case actConflict, actRefuse:
+		return true, a.err
+	case actInSync, actCreateOnly:
+		e.settle(pass, p, result{live: in.live, rv: in.live.GetResourceVersion(), hash: in.hash})
+		return true, nil
+	case actReportDrift:
+		e.settle(pass, p, result{reported: true, live: a.object, drift: a.drift})
+		return true, nil
+	case actRecreate:
+		return true, e.recreateImmutable(ctx, pass, p, in, a)
+	}
+	return true, e.write(ctx, pass, p, in, a)
+}
+
+// readAgain reads p's object from the API server into in.
+func (e *Engine) readAgain(ctx context.Context, pass *Pass, p *planned, in *evidence) *ObjectError {
+	live, _, err := e.getLive(ctx, pass, p)
+	if err != nil {
+		return classify(p, fmt.Errorf("read: %w", err))
+	}
+	in.fresh = true
+	if live == nil {
+		// Gone, and with it what was known of it unmarked.
+		delete(pass.st.unmanaged, p.key)
+		in.unmanaged = false
+		return nil
+	}
+	return e.see(ctx, pass, p, in, live)
+}
+
+// write applies p over the live object, after taking back or removing what
+// hand edits added where a says so.
+func (e *Engine) write(ctx context.Context, pass *Pass, p *planned, in *evidence, a action) *ObjectError {
+	live := in.live
+	p.marks, p.drift = a.marks, a.drift
+	if len(a.managers) > 0 {
+		klog.FromContext(ctx).V(2).Info("Taking back a hand edit", "object", p.key.String(), "managers", a.managers)
+	}
+	switch a.kind {
+	case actRemoveKeys:
+		resp, err := e.removeKeys(ctx, pass, p, live, a.keys)
+		if err == nil && isSubset(p.obj.Object, resp.Object) {
+			e.settle(pass, p, result{live: live, rv: resp.GetResourceVersion(), generation: resp.GetGeneration(), hash: in.hash})
 			return nil
 		}
-		if unchanged {
-			d := driftOf(p, live, hand, e.clock.Now())
-			switch {
-			case marksOnly(d):
-				// Only Vidra's own marks are missing: an object an earlier
-				// version applied, before it had them. Writing them is no
-				// correction of anyone's change.
-				p.marks = true
-			case pass.report:
-				// Fields that hold the manifest's values under another
-				// manager (an edit undone by hand) are no drift to report.
-				if len(d.Fields) > 0 {
-					e.reportDrift(pass, p, d)
-				} else {
-					delete(pass.st.reported, p.key)
-				}
-				p.applied = true
-				p.observe(live, 0)
-				return nil
-			default:
-				p.drift = &d
-			}
+		if err == nil {
+			live = resp
 		}
-		switch {
-		case len(edits) > 0 && hand.coveredBy(p.obj.Object):
-			// The forced apply below takes every hand-edited field back.
-			logger.V(2).Info("Taking back a hand edit", "managers", edits)
-		case len(edits) > 0:
-			logger.V(2).Info("Taking back a hand edit", "managers", edits)
-			if keys, ok := hand.addedMetadataKeys(p.obj.Object); ok {
-				resp, err := e.removeKeys(ctx, pass, p, live, keys)
-				if err == nil && isSubset(p.obj.Object, resp.Object) {
-					e.applied(pass, p, live, resp.GetResourceVersion(), resp.GetGeneration(), hash)
-					return nil
-				}
-				if err == nil {
-					live = resp
-				}
-				// A concurrent write, or more to restore: the general path.
-			}
-			if err := e.takeOver(ctx, pass, p, live); err != nil {
-				return fail(fmt.Errorf("take back fields of %s: %w", strings.Join(edits, ", "), err))
-			}
+		// A concurrent write, or more to restore: the general path.
+		fallthrough
+	case actTakeOver:
+		if err := e.takeOver(ctx, pass, p, live); err != nil {
+			return classify(p, fmt.Errorf("take back fields of %s: %w", strings.Join(a.managers, ", "), err))
 		}
 	}
+	return e.applyOver(ctx, pass, p, live, in.hash)
+}
 
+// applyOver server-side applies p over live, recreating the object when an
+// immutable field changed and force allows it, and settles the result.
+func (e *Engine) applyOver(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured, hash uint64) *ObjectError {
 	resp, err := e.applyMeta(ctx, pass, p, live)
 	if err != nil && isImmutable(err) && (pass.VR.Spec.Force || p.policy.force) && live != nil {
-		if deleteRefused(pass.VR, p.key) {
-			// Deleting a CRD deletes every custom resource of its kind,
-			// in every namespace and whoever declared them; deleting a
-			// Namespace, everything in it. Force recreates such an object
-			// only where a prune may delete it.
-			held := "every custom resource of its kind"
-			if p.key.kind == "Namespace" {
-				held = "everything in it"
-			}
-			e.metrics.Applies.WithLabelValues("error").Inc()
-			return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonImmutableField, Err: fmt.Errorf(
-				"%w (spec.force does not recreate a %s, which would delete %s, unless spec.pruneNamespacesAndCRDs is true)",
-				err, p.key.kind, held)}
-		}
-		logger.Info("Recreating object to change an immutable field (spec.force)")
-		if err := e.recreate(ctx, pass, p, live); err != nil {
-			return fail(err)
+		if oerr := e.recreateChanged(ctx, pass, p, live, err); oerr != nil {
+			return oerr
 		}
 		// From here on it is a creation, and counted as one.
 		live = nil
-		pass.Out.Recreated++
 		resp, err = e.applyMeta(ctx, pass, p, nil)
 	}
 	if err != nil {
@@ -190,92 +177,57 @@ func (e *Engine) applyObject(ctx context.Context, pass *Pass, p *planned) *Objec
 		if isReplaced(err) {
 			// Deleted, or replaced by someone else, since it was read: the
 			// retry reads it again.
-			return fail(fmt.Errorf("changed while Vidra applied it, retrying: %w", err))
+			return classify(p, fmt.Errorf("changed while Vidra applied it, retrying: %w", err))
 		}
-		return fail(err)
+		return classify(p, err)
 	}
 	e.metrics.Applies.WithLabelValues("success").Inc()
-	e.applied(pass, p, live, resp.ResourceVersion, resp.Generation, hash)
+	e.settle(pass, p, result{live: live, rv: resp.ResourceVersion, generation: resp.Generation, hash: hash})
 	return nil
 }
 
-// applied records a successful apply: the version and generation it
-// produced, and whether it was a creation, a change, or drift. The write
-// itself was declared to the registry when it was sent.
-func (e *Engine) applied(pass *Pass, p *planned, live *unstructured.Unstructured, rv string, generation int64, hash uint64) {
-	p.observe(live, generation)
-	pass.st.applied[p.key] = appliedRecord{hash: hash, rv: rv}
-	delete(pass.st.reported, p.key)
-	p.applied = true
-	if live != nil && rv == live.GetResourceVersion() {
-		return
-	}
-	p.wrote = true
-	pass.Out.Changed++
-	if p.adoptedFrom != "" {
-		e.event(pass.VR, false, v1alpha1.ReasonAdopted, "Adopted %s, left by %s, which no longer exists (spec.adoptOrphans)", p.key, p.adoptedFrom)
-	}
-	switch {
-	case live == nil:
-		pass.Out.Created++
-	default:
-		pass.Out.Configured++
-	}
-	// Drift: an object Vidra already manages, changed while the manifest
-	// did not (p.unchanged), had to be written again.
-	if p.unchanged && !p.marks {
-		if live == nil {
-			pass.Out.DriftDeleted++
-		} else {
-			pass.Out.DriftEdited++
+// recreateChanged deletes live so that the apply that follows creates it
+// with the immutable fields the apply could not change (err), under
+// spec.force or the object's force policy.
+func (e *Engine) recreateChanged(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured, err error) *ObjectError {
+	if deleteRefused(pass.VR, p.key) {
+		// Deleting a CRD deletes every custom resource of its kind,
+		// in every namespace and whoever declared them; deleting a
+		// Namespace, everything in it. Force recreates such an object
+		// only where a prune may delete it.
+		held := "every custom resource of its kind"
+		if p.key.kind == "Namespace" {
+			held = "everything in it"
 		}
-		d := p.drift
-		if d == nil {
-			r := driftOf(p, live, handEdits{fields: &fieldpath.Set{}}, e.clock.Now())
-			d = &r
-		}
-		pass.Out.Drifted = append(pass.Out.Drifted, DescribeDrift(*d))
-		kind := e.kinds.label(p.key.kind)
-		e.metrics.DriftCorrections.WithLabelValues(kind).Inc()
-		e.metrics.DriftDetected.WithLabelValues(kind, e.managers.label(d.Manager)).Inc()
-		pass.st.remember(*d)
-		if live != nil {
-			pass.st.corrected(p.key, lastWriter(live), d.Fields, e.clock.Now())
-		}
+		e.metrics.Applies.WithLabelValues("error").Inc()
+		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonImmutableField, Err: fmt.Errorf(
+			"%w (spec.force does not recreate a %s, which would delete %s, unless spec.pruneNamespacesAndCRDs is true)",
+			err, p.key.kind, held)}
 	}
+	klog.FromContext(ctx).Info("Recreating object to change an immutable field (spec.force)", "object", p.key.String())
+	if err := e.recreate(ctx, pass, p, live); err != nil {
+		return classify(p, err)
+	}
+	pass.Out.Recreated++
+	return nil
 }
 
-// reportDrift lists p's drift under driftPolicy Report, and counts and
-// announces it when it is new.
-func (e *Engine) reportDrift(pass *Pass, p *planned, d v1alpha1.DriftRecord) {
-	if pass.st.report(p.key, d) {
-		pass.Out.NewDrift = append(pass.Out.NewDrift, DescribeDrift(d))
-		e.metrics.DriftDetected.WithLabelValues(e.kinds.label(p.key.kind), e.managers.label(d.Manager)).Inc()
+// recreateImmutable deletes an object another writer made immutable
+// (actRecreate) and creates it from the manifest, as the correction of
+// a.drift.
+func (e *Engine) recreateImmutable(ctx context.Context, pass *Pass, p *planned, in *evidence, a action) *ObjectError {
+	klog.FromContext(ctx).Info("Recreating object made immutable by another writer (force)", "object", p.key.String(), "manager", a.drift.Manager)
+	e.event(pass.VR, true, v1alpha1.ReasonImmutableSet, "%s was made immutable by %s, which the manifest does not ask: recreated (force)", p.key, a.writer)
+	if err := e.recreate(ctx, pass, p, a.object); err != nil {
+		return classify(p, err)
 	}
-}
-
-// DescribeDrift says in a few words what changed and who changed it.
-func DescribeDrift(d v1alpha1.DriftRecord) string {
-	// The group, but for the core one's: one kind and name may be
-	// served by two groups (Gateway).
-	key := recordKey(d)
-	if key.group != "" {
-		key.kind += "." + key.group
+	pass.Out.Recreated++
+	p.unchanged, p.drift = true, a.drift
+	found, oerr := e.applyAbsent(ctx, pass, p, in.hash)
+	if found != nil {
+		return classify(p, fmt.Errorf("created again by another writer while Vidra recreated it, retrying"))
 	}
-	switch {
-	case d.Deleted:
-		return key.String() + " (deleted)"
-	case len(d.Fields) == 0 && d.Manager != "":
-		// Values as the manifest says, fields held by a hand edit.
-		return key.String() + " (fields taken back from " + d.Manager + ")"
-	case len(d.Fields) == 0:
-		return key.String() + " (edited)"
-	}
-	s := key.String() + " (" + strings.Join(d.Fields, ", ")
-	if d.Manager != "" {
-		s += " by " + d.Manager
-	}
-	return s + ")"
+	return oerr
 }
 
 // applyAbsent creates an object that no cache or read has shown, in one
@@ -306,7 +258,7 @@ func (e *Engine) applyAbsent(ctx context.Context, pass *Pass, p *planned, hash u
 		return nil, classify(p, err)
 	}
 	e.metrics.Applies.WithLabelValues("success").Inc()
-	e.applied(pass, p, nil, resp.ResourceVersion, resp.Generation, hash)
+	e.settle(pass, p, result{rv: resp.ResourceVersion, generation: resp.Generation, hash: hash})
 	return nil, nil
 }
 

@@ -197,12 +197,20 @@ func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.
 		// read per leftover it declares, at every retry.
 		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and this resource does not adopt orphans (spec.adoptOrphans takes it over)", owner, uidShown))
 	}
+	return e.adopt(ctx, pass, p, live, owner, uidShown)
+}
+
+// adopt takes over live, an object Vidra applied whose marks name a gone
+// owner (owner, shown by its UID uidShown), for a resource that adopts
+// orphans, once a fresh read confirms the marks.
+func (e *Engine) adopt(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured, owner, uidShown string) *ObjectError {
 	// An adoption reads the object afresh: the cache may lag behind a
 	// change of its marks.
 	full, _, err := e.getLive(ctx, pass, p)
 	if err != nil {
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
+	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if full == nil || full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid || full.GetAnnotations()[v1alpha1.OwnedByAnnotation] != live.GetAnnotations()[v1alpha1.OwnedByAnnotation] {
 		// Deleted, or marked anew since the cache's copy (another
 		// resource adopted it first, or it was handed over): the next

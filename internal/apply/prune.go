@@ -21,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/destination"
-	"github.com/vidra-operator/vidra/internal/manifest"
 	"github.com/vidra-operator/vidra/internal/shard"
 	"github.com/vidra-operator/vidra/internal/wording"
 
@@ -131,90 +130,121 @@ func deleteRefused(vr *v1alpha1.VidraResource, k ObjectKey) bool {
 // refuse (a Namespace or CRD the resource may not prune), an object nobody
 // may take over is left as it is (pruneRefused).
 func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, del, refuse bool) (letGoResult, error) {
-	gv, err := schema.ParseGroupVersion(m.APIVersion)
-	if err != nil {
-		return nothingToLetGo, nil
-	}
-	mapping, err := dest.Mapper.Mapping(gv.WithKind(m.Kind))
-	if meta.IsNoMatchError(err) {
-		// The kind is gone (its CRD was deleted), and its objects with it.
-		return nothingToLetGo, nil
-	}
-	if err != nil {
-		return nothingToLetGo, fmt.Errorf("map %s: %w", inventoryKey(m), err)
-	}
-	// The inventory names path segments: one such as ".." would address
-	// another object (the metadata client, unlike the dynamic one, does
-	// not check them).
-	for _, seg := range []string{m.Name, m.Namespace} {
-		if msgs := rest.IsValidPathSegmentName(seg); len(msgs) > 0 {
-			return nothingToLetGo, fmt.Errorf("inventory entry %s: %q %s", inventoryKey(m), seg, strings.Join(msgs, ", "))
-		}
-	}
-	// Metadata is all a prune reads and writes: the object itself, which a
-	// tenant's own server may make as large as Vidra reads, is not needed.
-	client := dest.Meta.Resource(mapping.Resource).Namespace(m.Namespace)
-	ref := watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}
-	live, err := client.Get(ctx, m.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nothingToLetGo, nil
-	}
-	if err != nil {
-		return nothingToLetGo, fmt.Errorf("read %s: %w", inventoryKey(m), err)
-	}
-	// The marks alone do not make the object this resource's: anyone who
-	// may label an object can copy them, and a copy made in the place of an
-	// object Vidra applied would otherwise be deleted in its stead.
-	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !AppliedByVidra(live.GetManagedFields()) {
-		return nothingToLetGo, nil
+	held, err := e.heldObject(ctx, dest, vr, m)
+	if held == nil || err != nil {
+		return nothingToLetGo, err
 	}
 	key := inventoryKey(m)
 	logger := klog.FromContext(ctx).WithValues("object", key.String())
 	var refused []handoverRefusal
-	if live.GetDeletionTimestamp() == nil {
-		claims := e.claimants(dest.Cluster, key, vr.UID, vr.Namespace, m.Namespace)
-		heir, refusals, truncated, err := firstHeir(claims, func(c claim) (string, string, error) {
-			denied, err := mayManage(ctx, c.as.client, c.gvr, m.Namespace, m.Name)
-			if err != nil || denied != "" || !escalationChecked(c.gvr) {
-				return denied, grantVerbs, err
-			}
-			patch, err := handoverPatch(live, c.vr)
-			if err != nil {
-				return "", "", fmt.Errorf("build the hand-over patch: %w", err)
-			}
-			denied, err = mayWrite(ctx, c.as.client, c.gvr, m.Namespace, m.Name, patch)
-			return denied, grantEscalation, err
-		})
-		if err != nil {
-			return nothingToLetGo, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", heir.vr.Namespace, heir.vr.Name, key, err)
+	if held.live.GetDeletionTimestamp() == nil {
+		var heir *claim
+		if heir, refused, err = e.handOverToHeir(ctx, logger, dest, vr, m, held); err != nil {
+			return nothingToLetGo, err
 		}
-		if truncated {
-			logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "considered", len(refusals))
-		}
-		refused = refusals
 		if heir != nil {
-			patch, err := handoverPatch(live, heir.vr)
-			if err != nil {
-				return nothingToLetGo, err
-			}
-			if err := handOver(ctx, client, e.registry.BeginWrite(ref, live), key, live, heir.vr, patch); err != nil {
-				return nothingToLetGo, err
-			}
-			logger.Info("Handed object over to another VidraResource that declares it", "to", heir.vr.Namespace+"/"+heir.vr.Name)
-			e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, heir.vr.Namespace, heir.vr.Name)
-			e.enqueue(cache.MetaObjectToName(heir.vr))
 			e.handoverRefused(ctx, vr, key, refused, outcomeOf(handedOver, vr, heir.vr))
 			return handedOver, nil
 		}
 	}
 	what := pruneRefused
 	if !refuse {
-		if what, err = e.dispose(ctx, logger, client, ref, key, live, del); err != nil {
+		if what, err = e.dispose(ctx, logger, held.client, held.ref, key, held.live, del); err != nil {
 			return nothingToLetGo, err
 		}
 	}
 	e.handoverRefused(ctx, vr, key, refused, outcomeOf(what, vr, nil))
 	return what, nil
+}
+
+// held is an object of an inventory entry as letGo reads it, with the
+// client that writes it.
+type held struct {
+	client metadata.ResourceInterface
+	ref    watchregistry.Ref
+	live   *metav1.PartialObjectMetadata
+}
+
+// heldObject reads the object of inventory entry m, when it exists and is
+// vr's: nil when there is nothing of vr's to let go.
+func (e *Engine) heldObject(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource) (*held, error) {
+	gv, err := schema.ParseGroupVersion(m.APIVersion)
+	if err != nil {
+		return nil, nil
+	}
+	mapping, err := dest.Mapper.Mapping(gv.WithKind(m.Kind))
+	if meta.IsNoMatchError(err) {
+		// The kind is gone (its CRD was deleted), and its objects with it.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", inventoryKey(m), err)
+	}
+	// The inventory names path segments: one such as ".." would address
+	// another object (the metadata client, unlike the dynamic one, does
+	// not check them).
+	for _, seg := range []string{m.Name, m.Namespace} {
+		if msgs := rest.IsValidPathSegmentName(seg); len(msgs) > 0 {
+			return nil, fmt.Errorf("inventory entry %s: %q %s", inventoryKey(m), seg, strings.Join(msgs, ", "))
+		}
+	}
+	// Metadata is all a prune reads and writes: the object itself, which a
+	// tenant's own server may make as large as Vidra reads, is not needed.
+	client := dest.Meta.Resource(mapping.Resource).Namespace(m.Namespace)
+	live, err := client.Get(ctx, m.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", inventoryKey(m), err)
+	}
+	// The marks alone do not make the object this resource's: anyone who
+	// may label an object can copy them, and a copy made in the place of an
+	// object Vidra applied would otherwise be deleted in its stead.
+	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !AppliedByVidra(live.GetManagedFields()) {
+		return nil, nil
+	}
+	return &held{client: client, ref: watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, live: live}, nil
+}
+
+// handOverToHeir hands h over to the first other VidraResource that
+// declares it and whose identity may manage it, and returns that heir (nil
+// when none may) and the claimants refused before it.
+func (e *Engine) handOverToHeir(ctx context.Context, logger klog.Logger, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, h *held) (*claim, []handoverRefusal, error) {
+	key, live := inventoryKey(m), h.live
+	claims := e.claimants(dest.Cluster, key, vr.UID, vr.Namespace, m.Namespace)
+	heir, refused, truncated, err := firstHeir(claims, func(c claim) (string, string, error) {
+		denied, err := mayManage(ctx, c.as.client, c.gvr, m.Namespace, m.Name)
+		if err != nil || denied != "" || !escalationChecked(c.gvr) {
+			return denied, grantVerbs, err
+		}
+		patch, err := handoverPatch(live, c.vr)
+		if err != nil {
+			return "", "", fmt.Errorf("build the hand-over patch: %w", err)
+		}
+		denied, err = mayWrite(ctx, c.as.client, c.gvr, m.Namespace, m.Name, patch)
+		return denied, grantEscalation, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("review whether VidraResource %s/%s may take over %s: %w", heir.vr.Namespace, heir.vr.Name, key, err)
+	}
+	if truncated {
+		logger.Info("Too many VidraResources declare the object to review them all", "claimants", len(claims), "considered", len(refused))
+	}
+	if heir == nil {
+		return nil, refused, nil
+	}
+	patch, err := handoverPatch(live, heir.vr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := handOver(ctx, h.client, e.registry.BeginWrite(h.ref, live), key, live, heir.vr, patch); err != nil {
+		return nil, nil, err
+	}
+	logger.Info("Handed object over to another VidraResource that declares it", "to", heir.vr.Namespace+"/"+heir.vr.Name)
+	e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, heir.vr.Namespace, heir.vr.Name)
+	e.enqueue(cache.MetaObjectToName(heir.vr))
+	return heir, refused, nil
 }
 
 // firstHeir reviews claims in order with review, which says what the
@@ -380,57 +410,88 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // objects it did not get to: together with the pending ones, they are all
 // a next try needs to look at.
 func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending, failed []v1alpha1.ManagedResource, err error) {
-	// With what passes applied that no status write recorded.
-	items := e.stateFor(cache.MetaObjectToName(vr), vr.UID).withUnrecorded(vr.Status.ManagedResources, target.Cluster)
-	// Objects of the manifest that are not in the inventory are looked for
-	// in case a first reconcile created them and stopped before writing its
-	// status.
-	unrecorded := map[ObjectKey]bool{}
-	var objs []manifest.Object
-	var perrs manifest.ErrorList
-	var unread error
-	if declared {
-		// Unread, the manifest's objects are not looked for; the
-		// inventory's are let go all the same, and the error returned, as
-		// a failed look at the destination is.
-		got := e.manifests.objects(ctx, cache.MetaObjectToName(vr), vr)
-		objs, perrs, unread = got.objs, got.errs, got.err()
+	items, unrecorded, unread := e.cleanupItems(ctx, vr, target, declared)
+	t := e.letGoAll(ctx, vr, target, items, unrecorded, del)
+	if len(t.unchecked) > 0 {
+		e.event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
+			strings.Join(t.unchecked, ", "))
 	}
-	if unread == nil && len(perrs) == 0 && declared && checkDefaultNamespace(vr) == nil {
-		inv := inventorySet(items)
-		for _, o := range objs {
-			u := mark(o.Object, vr)
-			if policyOf(u).ignored {
-				// Never Vidra's to touch, even when its marks say so.
-				continue
-			}
-			if u.GetNamespace() == "" {
-				if ns, err := target.Mapper.Namespaced(u.GroupVersionKind()); err == nil && ns {
-					u.SetNamespace(DefaultNamespace(vr))
-				}
-			}
-			if !inv[keyOf(u)] {
-				items = append(items, managedResource(u))
-				unrecorded[keyOf(u)] = true
+	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += t.released
+	if len(t.kept) > 0 {
+		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
+			wording.Count(len(t.kept), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(t.kept, ", "))
+	}
+	if len(t.pending) > 0 {
+		e.awaitGone(ctx, vr, target, t.pending)
+	}
+	return t.pending, t.failed, errors.Join(append([]error{unread}, t.errs...)...)
+}
+
+// cleanupItems returns the objects Cleanup lets go: vr's inventory, with
+// what passes applied that no status write recorded, and, with declared,
+// the objects of its manifest that are not in the inventory (unrecorded),
+// in case a first reconcile created them and stopped before writing its
+// status. unread is why the manifest could not be read: its objects are
+// then not looked for; the inventory's are let go all the same, and the
+// error returned, as a failed look at the destination is.
+func (e *Engine) cleanupItems(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, declared bool) (items []v1alpha1.ManagedResource, unrecorded map[ObjectKey]bool, unread error) {
+	items = e.stateFor(cache.MetaObjectToName(vr), vr.UID).withUnrecorded(vr.Status.ManagedResources, target.Cluster)
+	unrecorded = map[ObjectKey]bool{}
+	if !declared {
+		return items, unrecorded, nil
+	}
+	got := e.manifests.objects(ctx, cache.MetaObjectToName(vr), vr)
+	if unread = got.err(); unread != nil || len(got.errs) > 0 || checkDefaultNamespace(vr) != nil {
+		return items, unrecorded, unread
+	}
+	inv := inventorySet(items)
+	for _, o := range got.objs {
+		u := mark(o.Object, vr)
+		if policyOf(u).ignored {
+			// Never Vidra's to touch, even when its marks say so.
+			continue
+		}
+		if u.GetNamespace() == "" {
+			if ns, err := target.Mapper.Namespaced(u.GroupVersionKind()); err == nil && ns {
+				u.SetNamespace(DefaultNamespace(vr))
 			}
 		}
+		if !inv[keyOf(u)] {
+			items = append(items, managedResource(u))
+			unrecorded[keyOf(u)] = true
+		}
 	}
-	errs := []error{unread}
-	var keptNames, unchecked []string
-	released := 0
+	return items, unrecorded, nil
+}
+
+// cleanupTally is what Cleanup's objects came to.
+type cleanupTally struct {
+	pending, failed []v1alpha1.ManagedResource
+	errs            []error
+	// kept are the objects kept by their prune annotation, unchecked the
+	// unrecorded ones the identity may not read; released counts those
+	// kept or handed over.
+	kept, unchecked []string
+	released        int
+}
+
+// letGoAll deletes (del) or releases each of items, until ctx's reconcile
+// runs out of its time.
+func (e *Engine) letGoAll(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, items []v1alpha1.ManagedResource, unrecorded map[ObjectKey]bool, del bool) cleanupTally {
+	var t cleanupTally
 	terminating := namespacesTerminating(ctx, target)
 	for i, m := range items {
 		if oot := destination.OutOfTime(ctx); oot != nil {
 			// What is left waits for the next try, which goes faster
 			// through the objects already gone.
-			errs = append(errs, fmt.Errorf("%w after %d of %d objects", oot, i, len(items)))
+			t.errs = append(t.errs, fmt.Errorf("%w after %d of %d objects", oot, i, len(items)))
 			// Only recorded ones: the caller keeps failed as the inventory,
 			// and a next try finds the manifest's unrecorded objects again,
 			// still unrecorded. Recorded, one its identity may not even
 			// read would hold the deletion for ever.
 			for _, m := range items[i:] {
 				if !unrecorded[inventoryKey(m)] {
-					failed = append(failed, m)
+					t.failed = append(t.failed, m)
 				}
 			}
 			break
@@ -444,41 +505,30 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 			continue
 		}
 		what, err := e.letGo(ctx, target, vr, m, del, false)
-		if err != nil && unrecorded[inventoryKey(m)] && apierrors.IsForbidden(err) {
-			// An identity that may not even read the object cannot have
-			// created it: most often its apply was refused. Holding the
-			// deletion for it would hold it for ever.
-			unchecked = append(unchecked, inventoryKey(m).String())
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			failed = append(failed, m)
-			continue
-		}
-		switch what {
-		case deleted:
-			pending = append(pending, m)
-		case keptByAnnotation:
-			keptNames = append(keptNames, inventoryKey(m).String())
-			released++
-		case handedOver:
-			released++
-		}
+		t.add(m, what, err, unrecorded[inventoryKey(m)])
 	}
-	if len(unchecked) > 0 {
-		e.event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
-			strings.Join(unchecked, ", "))
+	return t
+}
+
+// add counts how letting m go ended.
+func (t *cleanupTally) add(m v1alpha1.ManagedResource, what letGoResult, err error, unrecorded bool) {
+	switch {
+	case err != nil && unrecorded && apierrors.IsForbidden(err):
+		// An identity that may not even read the object cannot have
+		// created it: most often its apply was refused. Holding the
+		// deletion for it would hold it for ever.
+		t.unchecked = append(t.unchecked, inventoryKey(m).String())
+	case err != nil:
+		t.errs = append(t.errs, err)
+		t.failed = append(t.failed, m)
+	case what == deleted:
+		t.pending = append(t.pending, m)
+	case what == keptByAnnotation:
+		t.kept = append(t.kept, inventoryKey(m).String())
+		t.released++
+	case what == handedOver:
+		t.released++
 	}
-	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += released
-	if len(keptNames) > 0 {
-		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
-			wording.Count(len(keptNames), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(keptNames, ", "))
-	}
-	if len(pending) > 0 {
-		e.awaitGone(ctx, vr, target, pending)
-	}
-	return pending, failed, errors.Join(errs...)
 }
 
 // namespacesTerminating returns a test of whether a namespace of the

@@ -16,7 +16,20 @@ import (
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-func TestDecideHolds(t *testing.T) {
+// decideHoldsCase is one row of TestDecideHolds.
+type decideHoldsCase struct {
+	name    string
+	leaving []ObjectKey
+	errs    []*ObjectError
+	// want are the entries held; all says whether each was held by a
+	// failure that holds everything.
+	want []ObjectKey
+	all  bool
+}
+
+// decideHoldsCases are the entries leaving a manifest and the failures
+// that may hold them.
+func decideHoldsCases() []decideHoldsCase {
 	cm := func(ns, name string) ObjectKey { return ObjectKey{kind: "ConfigMap", namespace: ns, name: name} }
 	rb := ObjectKey{group: "rbac.authorization.k8s.io", kind: "RoleBinding", namespace: "team-a", name: "read"}
 	gatewayX := ObjectKey{group: "gateway.networking.k8s.io", kind: "Gateway", namespace: "team-a", name: "edge"}
@@ -24,15 +37,7 @@ func TestDecideHolds(t *testing.T) {
 	failing := func(k ObjectKey, reason string) *ObjectError {
 		return &ObjectError{Key: k, Index: 0, Reason: reason, Err: errors.New("refused")}
 	}
-	for _, tc := range []struct {
-		name    string
-		leaving []ObjectKey
-		errs    []*ObjectError
-		// want are the entries held; all says whether each was held by a
-		// failure that holds everything.
-		want []ObjectKey
-		all  bool
-	}{
+	return []decideHoldsCase{
 		{name: "nothing fails: nothing is held", leaving: []ObjectKey{rb, cm("team-a", "old")}},
 		{
 			name:    "a failing ConfigMap does not hold a RoleBinding that left the manifest",
@@ -82,7 +87,11 @@ func TestDecideHolds(t *testing.T) {
 			leaving: []ObjectKey{rb, cm("team-a", "read")},
 			errs:    []*ObjectError{{Key: ObjectKey{kind: "RoleBinding", namespace: "team-b", name: "read"}, Index: -1, Reason: v1alpha1.ReasonPruneFailed, Err: errors.New("conflict")}},
 		},
-	} {
+	}
+}
+
+func TestDecideHolds(t *testing.T) {
+	for _, tc := range decideHoldsCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			held := decideHolds(tc.leaving, tc.errs)
 			got := slices.SortedFunc(maps.Keys(held), func(a, b ObjectKey) int { return strings.Compare(a.String()+a.group, b.String()+b.group) })

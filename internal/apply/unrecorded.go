@@ -6,8 +6,10 @@ package apply
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -119,16 +121,9 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 	if pass.st.searched && pass.VR.Generation == pass.VR.Status.ObservedGeneration {
 		return nil
 	}
-	namespaces := map[string]bool{}
-	for k := range desired {
-		namespaces[k.namespace] = true
-	}
-	for k := range have {
-		namespaces[k.namespace] = true
-	}
-	owned := labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(pass.VR.UID)})
-	var found []v1alpha1.ManagedResource
-	reads, capped := 0, false
+	s := &unrecordedSearch{pass: pass, desired: desired, have: have,
+		owned: labels.SelectorFromSet(labels.Set{v1alpha1.OwnerUIDLabel: string(pass.VR.UID)})}
+	namespaces := namespacesOf(desired, have)
 	seen := map[watchregistry.Ref]bool{}
 	complete := true
 	for _, p := range objs {
@@ -142,63 +137,97 @@ func (e *Engine) findUnrecorded(ctx context.Context, pass *Pass, objs []*planned
 		seen[ref] = true
 		scopes := []string{""}
 		if p.obj.GetNamespace() != "" {
-			scopes = slices.Sorted(func(yield func(string) bool) {
-				for ns := range namespaces {
-					if ns != "" && !yield(ns) {
-						return
-					}
-				}
-			})
+			scopes = namespaces
 		}
 		for _, ns := range scopes {
-			list, err := e.registry.List(ref, ns, owned)
-			if errors.Is(err, watchregistry.ErrNotSynced) && e.waitListed(ctx, ref) {
-				list, err = e.registry.List(ref, ns, owned)
-			}
-			if err != nil {
-				klog.FromContext(ctx).V(2).Info("Looking for objects missing from the inventory failed; trying again next reconcile", "gvr", p.gvr.String(), "err", err.Error())
+			if !e.searchScope(ctx, s, ref, ns) {
 				complete = false
 				break
-			}
-			for _, u := range list {
-				k := keyOf(u)
-				if desired[k] || have[k] || !AppliedByVidra(u.GetManagedFields()) {
-					continue
-				}
-				have[k] = true
-				found = append(found, managedResource(u))
-			}
-			// An object no manifest declares is held as a stub (see
-			// internal/cachecharge): its marks, not its managedFields, so
-			// it is read to be judged. A killed process's objects are
-			// exactly such objects.
-			stubs, err := e.registry.Stubs(ref, ns, owned)
-			if err != nil {
-				complete = false
-				break
-			}
-			for _, u := range stubs {
-				k := keyOf(u)
-				if desired[k] || have[k] {
-					continue
-				}
-				if reads == maxStubReads {
-					capped = true
-					break
-				}
-				reads++
-				live, absent, err := e.getLive(ctx, pass, &planned{obj: u, gvr: p.gvr})
-				if err != nil || absent || live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(pass.VR.UID) || !AppliedByVidra(live.GetManagedFields()) {
-					continue
-				}
-				have[k] = true
-				found = append(found, managedResource(live))
 			}
 		}
 	}
-	if capped {
+	if s.capped {
 		klog.FromContext(ctx).Info("More objects carry this resource's marks than one search reads; the rest are looked at after the next change of its spec", "read", maxStubReads)
 	}
 	pass.st.searched = complete
-	return found
+	return s.found
+}
+
+// unrecordedSearch is what one findUnrecorded has found and read so far.
+type unrecordedSearch struct {
+	pass          *Pass
+	owned         labels.Selector
+	desired, have map[ObjectKey]bool
+	found         []v1alpha1.ManagedResource
+	// reads counts the stubs read, up to maxStubReads; capped is set when
+	// one more was not.
+	reads  int
+	capped bool
+}
+
+// namespacesOf returns the namespaces, sorted, of the keys of desired and
+// have, but the cluster's ("").
+func namespacesOf(desired, have map[ObjectKey]bool) []string {
+	namespaces := map[string]bool{}
+	for k := range desired {
+		namespaces[k.namespace] = true
+	}
+	for k := range have {
+		namespaces[k.namespace] = true
+	}
+	delete(namespaces, "")
+	return slices.Sorted(maps.Keys(namespaces))
+}
+
+// searchScope looks in ref's cache, in namespace ns, for the objects s
+// searches, and reports whether the cache could answer.
+func (e *Engine) searchScope(ctx context.Context, s *unrecordedSearch, ref watchregistry.Ref, ns string) bool {
+	list, err := e.registry.List(ref, ns, s.owned)
+	if errors.Is(err, watchregistry.ErrNotSynced) && e.waitListed(ctx, ref) {
+		list, err = e.registry.List(ref, ns, s.owned)
+	}
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Looking for objects missing from the inventory failed; trying again next reconcile", "gvr", ref.GVR.String(), "err", err.Error())
+		return false
+	}
+	for _, u := range list {
+		k := keyOf(u)
+		if s.desired[k] || s.have[k] || !AppliedByVidra(u.GetManagedFields()) {
+			continue
+		}
+		s.have[k] = true
+		s.found = append(s.found, managedResource(u))
+	}
+	// An object no manifest declares is held as a stub (see
+	// internal/cachecharge): its marks, not its managedFields, so it is
+	// read to be judged. A killed process's objects are exactly such
+	// objects.
+	stubs, err := e.registry.Stubs(ref, ns, s.owned)
+	if err != nil {
+		return false
+	}
+	e.readStubs(ctx, s, ref, stubs)
+	return true
+}
+
+// readStubs reads the stubs s has not judged yet, up to maxStubReads in
+// the search, and keeps those Vidra's apply wrote for this resource.
+func (e *Engine) readStubs(ctx context.Context, s *unrecordedSearch, ref watchregistry.Ref, stubs []*unstructured.Unstructured) {
+	for _, u := range stubs {
+		k := keyOf(u)
+		if s.desired[k] || s.have[k] {
+			continue
+		}
+		if s.reads == maxStubReads {
+			s.capped = true
+			return
+		}
+		s.reads++
+		live, absent, err := e.getLive(ctx, s.pass, &planned{obj: u, gvr: ref.GVR})
+		if err != nil || absent || live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(s.pass.VR.UID) || !AppliedByVidra(live.GetManagedFields()) {
+			continue
+		}
+		s.have[k] = true
+		s.found = append(s.found, managedResource(live))
+	}
 }

@@ -39,51 +39,6 @@ var (
 		Time: &metav1.Time{Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
 )
 
-// An object someone else made in the place of one Vidra applied, from a
-// copy that kept its marks (a backup restored, kubectl get -o yaml edited
-// and created again), is not Vidra's: the resource's UID is no secret. A
-// resource that declares it reports it as an object Vidra does not own,
-// and does not write it or record it (which would have it deleted with the
-// resource).
-func TestAnObjectCarryingCopiedMarksIsNotTakenForVidras(t *testing.T) {
-	owner := newVR(operatorNS, "owner", configMapManifest)
-	copied := liveApp(operatorNS, owner)
-	copied.SetUID("someone-elses")
-	copied.SetManagedFields([]metav1.ManagedFieldsEntry{byHand})
-	f := newFixture(t, []*v1alpha1.VidraResource{owner}, copied)
-	f.run(cache.MetaObjectToName(owner))
-	if len(f.statuses) == 0 {
-		t.Fatalf("no status written; requests %v", f.actions)
-	}
-	st := f.statuses[len(f.statuses)-1]
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); c == nil || c.Reason != v1alpha1.ReasonUnmanagedExists {
-		t.Errorf("Conflict condition %+v, want reason %s", c, v1alpha1.ReasonUnmanagedExists)
-	}
-	if len(st.ManagedResources) != 0 {
-		t.Errorf("inventory %v, want empty: the copy is not this resource's", st.ManagedResources)
-	}
-	for _, a := range f.actions {
-		if verb, _, _ := strings.Cut(a, " "); verb != "get" && !strings.Contains(a, "/status ") {
-			t.Errorf("request %q sent, want reads only: the object is not Vidra's", a)
-		}
-	}
-}
-
-// The same copy, made while the object was in the inventory, is left alone
-// when the object leaves the manifest: the prune deletes only objects Vidra
-// applied.
-func TestPruneLeavesACopyOfAnObjectItApplied(t *testing.T) {
-	owner := newVR(operatorNS, "owner", otherManifest, reportedInSync)
-	f := newFixture(t, []*v1alpha1.VidraResource{owner})
-	if err := f.meta.Tracker().Add(appMetadata(owner, "someone-elses", "77", byHand)); err != nil {
-		t.Fatal(err)
-	}
-	f.run(cache.MetaObjectToName(owner))
-	if _, err := f.meta.Tracker().Get(configMapsRef.GVR, operatorNS, "app"); err != nil {
-		t.Fatalf("the prune deleted an object Vidra never applied: %v (requests %v)", err, f.actions)
-	}
-}
-
 // A prune deletes only the version whose marks it read: an object handed
 // over to another resource between the prune's read and its delete (by a
 // concurrent reconcile, two replicas during a slow handoff) is that

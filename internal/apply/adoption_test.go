@@ -1,39 +1,37 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package apply
 
 import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// adoptionOutcome runs one reconcile of heir and tells whether it wrote
-// ConfigMap app, and its Conflict condition.
-func adoptionOutcome(t *testing.T, f *fixture, heir *v1alpha1.VidraResource) (applied bool, conflict *metav1.Condition) {
+// adoptOrphans is a resource that adopts orphans.
+func adoptOrphans(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true }
+
+// adoptionOutcome runs one pass of heir and tells whether it wrote
+// ConfigMap app, and its first failure (nil when none).
+func adoptionOutcome(t *testing.T, f *engineFixture, heir *v1alpha1.VidraResource) (applied bool, failure *ObjectError) {
 	t.Helper()
-	f.run(cache.MetaObjectToName(heir))
-	for _, a := range f.actions {
+	pass := f.apply(heir)
+	for _, a := range f.requests() {
 		applied = applied || strings.HasPrefix(a, "apply configmaps")
 	}
-	if len(f.statuses) == 0 {
-		t.Fatalf("no status written; requests %v", f.actions)
+	if applied != (len(pass.Out.Inventory) == 1) {
+		t.Errorf("applied %v but inventory %v", applied, pass.Out.Inventory)
 	}
-	st := f.statuses[len(f.statuses)-1]
-	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict)
-	if applied != (len(st.ManagedResources) == 1) {
-		t.Errorf("applied %v but inventory %v", applied, st.ManagedResources)
+	if len(pass.Out.Errs) > 0 {
+		failure = pass.Out.Errs[0]
 	}
-	return applied, c
+	return applied, failure
 }
 
 // The owner of an object is the VidraResource of its owner-uid label. The
@@ -41,20 +39,20 @@ func adoptionOutcome(t *testing.T, f *fixture, heir *v1alpha1.VidraResource) (ap
 // may rewrite it: one that names no resource, or another, must not make a
 // live owner's object look left behind to a resource that adopts orphans.
 func TestALiveOwnersObjectIsNotAdoptedWhateverItsAnnotationSays(t *testing.T) {
-	for _, annotation := range []string{"not a name", operatorNS + "/nonexistent", operatorNS + "/bystander"} {
+	for _, annotation := range []string{"not a name", engineNS + "/nonexistent", engineNS + "/bystander"} {
 		t.Run(annotation, func(t *testing.T) {
-			owner := newVR(operatorNS, "owner", configMapManifest)
-			bystander := newVR(operatorNS, "bystander", otherManifest)
-			heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
-			live := liveApp(operatorNS, owner)
+			owner := engineVR("owner", appManifest)
+			bystander := engineVR("bystander", otherManifest)
+			heir := engineVR("heir", appManifest, adoptOrphans)
+			live := appObject(owner)
 			live.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: annotation})
-			f := newFixture(t, []*v1alpha1.VidraResource{owner, bystander, heir}, live)
-			applied, c := adoptionOutcome(t, f, heir)
+			f := newEngineFixture(t, []*v1alpha1.VidraResource{owner, bystander, heir}, live)
+			applied, failure := adoptionOutcome(t, f, heir)
 			if applied {
-				t.Errorf("the object of a live owner was adopted; requests %v, Events %q", f.actions, f.events())
+				t.Errorf("the object of a live owner was adopted; requests %v", f.requests())
 			}
-			if c == nil || c.Reason != v1alpha1.ReasonOwnedByOther {
-				t.Errorf("Conflict condition %+v, want %s", c, v1alpha1.ReasonOwnedByOther)
+			if failure == nil || failure.Reason != v1alpha1.ReasonOwnedByOther || !failure.Conflict {
+				t.Errorf("failure %v, want a conflict %s", failure, v1alpha1.ReasonOwnedByOther)
 			}
 		})
 	}
@@ -64,26 +62,26 @@ func TestALiveOwnersObjectIsNotAdoptedWhateverItsAnnotationSays(t *testing.T) {
 // --shard-selector) cannot tell an owner it does not see from one that is
 // gone: it adopts nothing, and says why.
 func TestAnOperatorThatSeesSomeResourcesAdoptsNothing(t *testing.T) {
-	gone := newVR(operatorNS, "gone", configMapManifest)
-	heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
-	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+	gone := engineVR("gone", appManifest)
+	heir := engineVR("heir", appManifest, adoptOrphans)
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{heir}, appObject(gone))
 	f.partialView = true
-	applied, c := adoptionOutcome(t, f, heir)
+	applied, failure := adoptionOutcome(t, f, heir)
 	if applied {
-		t.Errorf("adopted with a partial view; requests %v", f.actions)
+		t.Errorf("adopted with a partial view; requests %v", f.requests())
 	}
-	if c == nil || c.Reason != v1alpha1.ReasonUnmanagedExists || !strings.Contains(c.Message, "cannot find") {
-		t.Errorf("Conflict condition %+v, want %s saying the owner cannot be found", c, v1alpha1.ReasonUnmanagedExists)
+	if failure == nil || failure.Reason != v1alpha1.ReasonUnmanagedExists || !strings.Contains(failure.Error(), "cannot find") {
+		t.Errorf("failure %v, want %s saying the owner cannot be found", failure, v1alpha1.ReasonUnmanagedExists)
 	}
 }
 
 // Adoption reads the object afresh before taking it: marks that changed
 // since the cache's copy (another resource adopted it first, its owner was
-// renamed in the annotation, it was handed over) make the reconcile try
-// again rather than write over them.
+// renamed in the annotation, it was handed over) make the pass fail, to be
+// retried, rather than write over them.
 func TestAdoptionRereadsTheObjectBeforeTakingIt(t *testing.T) {
-	gone := newVR(operatorNS, "gone", configMapManifest)
-	other := newVR(operatorNS, "other", configMapManifest)
+	gone := engineVR("gone", appManifest)
+	other := engineVR("other", appManifest)
 	for _, tc := range []struct {
 		name   string
 		change func(u *unstructured.Unstructured)
@@ -94,31 +92,32 @@ func TestAdoptionRereadsTheObjectBeforeTakingIt(t *testing.T) {
 			u.SetLabels(labels)
 		}},
 		{"owned-by changed", func(u *unstructured.Unstructured) {
-			u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: operatorNS + "/renamed"})
+			u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: engineNS + "/renamed"})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
-			f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+			heir := engineVR("heir", appManifest, adoptOrphans)
+			f := newEngineFixture(t, []*v1alpha1.VidraResource{heir}, appObject(gone))
 			gets := 0
 			f.dynamic.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 				gets++
 				if gets == 1 {
 					return false, nil, nil
 				}
-				u := liveApp(operatorNS, gone)
+				u := appObject(gone)
 				tc.change(u)
 				return true, u, nil
 			})
-			if _, err := f.run(cache.MetaObjectToName(heir)); err == nil {
-				t.Errorf("the reconcile succeeded; want an error to retry")
+			pass := f.apply(heir)
+			if !pass.Out.Retryable() {
+				t.Errorf("errors %v; want a failure to retry", pass.Out.Errs)
 			}
 			if gets < 2 {
 				t.Fatalf("the object was read %d times; the test expects the adoption's fresh read", gets)
 			}
-			for _, a := range f.actions {
+			for _, a := range f.requests() {
 				if strings.HasPrefix(a, "apply configmaps") {
-					t.Errorf("adopted an object whose marks changed since they were read; requests %v", f.actions)
+					t.Errorf("adopted an object whose marks changed since they were read; requests %v", f.requests())
 				}
 			}
 		})
@@ -129,13 +128,13 @@ func TestAdoptionRereadsTheObjectBeforeTakingIt(t *testing.T) {
 // two resources adopting one object at once, the second's apply fails
 // rather than write over the marks of the first.
 func TestAnAdoptionAppliesAtTheVersionItRead(t *testing.T) {
-	gone := newVR(operatorNS, "gone", configMapManifest)
-	heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
-	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+	gone := engineVR("gone", appManifest)
+	heir := engineVR("heir", appManifest, adoptOrphans)
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{heir}, appObject(gone))
 	gets := 0
 	f.dynamic.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		gets++
-		u := liveApp(operatorNS, gone)
+		u := appObject(gone)
 		if gets > 1 {
 			u.SetResourceVersion("43")
 		}
@@ -152,7 +151,7 @@ func TestAnAdoptionAppliesAtTheVersionItRead(t *testing.T) {
 		return false, nil, nil
 	})
 	if applied, _ := adoptionOutcome(t, f, heir); !applied {
-		t.Fatalf("the orphan was not adopted; requests %v", f.actions)
+		t.Fatalf("the orphan was not adopted; requests %v", f.requests())
 	}
 	if sentVersion != "43" {
 		t.Errorf("the adopting apply was sent at resourceVersion %q, want the version the adoption read (43)", sentVersion)
@@ -163,14 +162,14 @@ func TestAnAdoptionAppliesAtTheVersionItRead(t *testing.T) {
 // and on the informer's word that the owner is gone: a tenant declaring
 // many leftovers costs no further request per leftover at every retry.
 func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
-	gone := newVR(operatorNS, "gone", configMapManifest)
-	heir := newVR(operatorNS, "heir", configMapManifest)
-	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, gone))
+	gone := engineVR("gone", appManifest)
+	heir := engineVR("heir", appManifest)
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{heir}, appObject(gone))
 	if applied, _ := adoptionOutcome(t, f, heir); applied {
-		t.Fatalf("adopted without spec.adoptOrphans; requests %v", f.actions)
+		t.Fatalf("adopted without spec.adoptOrphans; requests %v", f.requests())
 	}
 	gets := 0
-	for _, a := range f.actions {
+	for _, a := range f.requests() {
 		if strings.HasPrefix(a, "get configmaps") {
 			gets++
 		}
@@ -179,7 +178,7 @@ func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
 		}
 	}
 	if gets != 1 {
-		t.Errorf("the leftover was read %d times, want once; requests %v", gets, f.actions)
+		t.Errorf("the leftover was read %d times, want once; requests %v", gets, f.requests())
 	}
 }
 
@@ -187,17 +186,17 @@ func TestAResourceThatDoesNotAdoptReadsALeftoverOnce(t *testing.T) {
 // another replica already applied: before it adopts, a resource asks the
 // API server for the owner the annotation names.
 func TestAdoptionAsksTheAPIServerForAnOwnerTheCacheLacks(t *testing.T) {
-	owner := newVR(operatorNS, "owner", configMapManifest)
-	heir := newVR(operatorNS, "heir", configMapManifest, func(vr *v1alpha1.VidraResource) { vr.Spec.AdoptOrphans = true })
-	f := newFixture(t, []*v1alpha1.VidraResource{heir}, liveApp(operatorNS, owner))
+	owner := engineVR("owner", appManifest)
+	heir := engineVR("heir", appManifest, adoptOrphans)
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{heir}, appObject(owner))
 	if err := f.vidra.Tracker().Add(owner); err != nil {
 		t.Fatal(err)
 	}
-	applied, c := adoptionOutcome(t, f, heir)
+	applied, failure := adoptionOutcome(t, f, heir)
 	if applied {
-		t.Errorf("adopted the object of an owner the API server has; requests %v", f.actions)
+		t.Errorf("adopted the object of an owner the API server has; requests %v", f.requests())
 	}
-	if c == nil || c.Reason != v1alpha1.ReasonOwnedByOther {
-		t.Errorf("Conflict condition %+v, want %s", c, v1alpha1.ReasonOwnedByOther)
+	if failure == nil || failure.Reason != v1alpha1.ReasonOwnedByOther {
+		t.Errorf("failure %v, want %s", failure, v1alpha1.ReasonOwnedByOther)
 	}
 }
