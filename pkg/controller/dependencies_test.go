@@ -207,9 +207,9 @@ func TestReadinessWakesDependentsOfOtherNamespacesOnlyWhenAllowed(t *testing.T) 
 		c.wakeDependents(v)
 		var woken []string
 		for c.queue.Len() > 0 {
-			key, _ := c.queue.Get()
-			woken = append(woken, key.String())
-			c.queue.Done(key)
+			it, _ := c.queue.Get()
+			woken = append(woken, it.Key.String())
+			c.queue.Done(it)
 		}
 		slices.Sort(woken)
 		want := []string{"team-a/w"}

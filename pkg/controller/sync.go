@@ -30,11 +30,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.dests.Release(key)
 	c.engine.Forget(key)
 	c.health.forget(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lastTrigger, key)
-	delete(c.putOffKeys, key)
-	delete(c.triggers, key)
+	c.queue.Drop(key)
 }
 
 // syncResult tells processNextWorkItem when to come back.
