@@ -25,8 +25,8 @@ import (
 // resource are stubs until it is reconciled; its reads then find a stub
 // and read the API server, and the object's next change caches it in
 // full.
-func (e *Engine) Declares(vr *v1alpha1.VidraResource, cluster string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) (here, declared bool) {
-	if watchedOn, objects, known := e.wakes.lookup(cache.MetaObjectToName(vr), vr.UID); known {
+func (x *WakeIndex) Declares(vr *v1alpha1.VidraResource, cluster string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) (here, declared bool) {
+	if watchedOn, objects, known := x.lookup(cache.MetaObjectToName(vr), vr.UID); known {
 		here = watchedOn == cluster
 		declared = here && (objects == nil || objects[WatchedObject{GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName()}])
 		if declared || !here {

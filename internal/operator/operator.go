@@ -251,25 +251,34 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace),
 		externalversions.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = opts.ShardSelector }))
-	c, err := controller.NewController(ctx, controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config},
-		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
-			Namespace:                       opts.Namespace,
-			DefaultServiceAccount:           opts.DefaultServiceAccount,
-			TrustedNamespaces:               opts.TrustedNamespaces,
-			AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
-			RemoteGuard:                     opts.RemoteGuard,
-			CacheBudgets:                    cachecharge.NewBudgets(opts.NamespaceCacheBytes),
-			Config:                          o.Config.Current,
-			Recorder:                        newFairRecorder(recorder, clock.RealClock{}, opts.Metrics),
-			Registerer:                      opts.Metrics,
-			QueueMetrics:                    newQueueMetrics(opts.Metrics),
-			Linger:                          opts.Linger,
-			Informers:                       opts.Informers,
-			ReconcileTimeout:                opts.ReconcileTimeout,
-			OnReconcile:                     opts.OnReconcile,
-			PartialView:                     opts.WatchNamespace != "" || opts.ShardSelector != "",
-			Shard:                           shardOpt,
-		})
+	clients := controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config}
+	resources := o.factory.Infrahub().V1alpha1().VidraResources()
+	fair := newFairRecorder(recorder, clock.RealClock{}, opts.Metrics)
+	parts, err := controller.NewParts(ctx, clients, resources.Lister(), controller.PartsOptions{
+		Namespace:             opts.Namespace,
+		DefaultServiceAccount: opts.DefaultServiceAccount,
+		TrustedNamespaces:     opts.TrustedNamespaces,
+		RemoteGuard:           opts.RemoteGuard,
+		Config:                o.Config.Current,
+		Recorder:              fair,
+		Registerer:            opts.Metrics,
+		QueueMetrics:          newQueueMetrics(opts.Metrics),
+		Linger:                opts.Linger,
+		Informers:             opts.Informers,
+		CacheBudgets:          cachecharge.NewBudgets(opts.NamespaceCacheBytes),
+		PartialView:           opts.WatchNamespace != "" || opts.ShardSelector != "",
+		Shard:                 shardOpt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := controller.NewController(ctx, clients, resources, parts, controller.Options{
+		Recorder:                        fair,
+		Registerer:                      opts.Metrics,
+		AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
+		ReconcileTimeout:                opts.ReconcileTimeout,
+		OnReconcile:                     opts.OnReconcile,
+	})
 	if err != nil {
 		return nil, err
 	}

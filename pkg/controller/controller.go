@@ -4,17 +4,13 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -24,24 +20,16 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/apply"
-	"github.com/vidra-operator/vidra/internal/cachecharge"
-	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
-	"github.com/vidra-operator/vidra/internal/health"
 	"github.com/vidra-operator/vidra/internal/sourcewatch"
 	"github.com/vidra-operator/vidra/internal/wakequeue"
 	"github.com/vidra-operator/vidra/internal/wording"
-	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions/infrahub/v1alpha1"
-	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
-	"github.com/vidra-operator/vidra/pkg/watchregistry/promcollector"
 )
 
 // Clients are the API clients of the cluster Vidra runs in.
@@ -62,36 +50,10 @@ type Clients struct {
 
 // Options tune a Controller. Zero values take the documented defaults.
 type Options struct {
-	// Namespace is the operator's own namespace.
-	Namespace string
-	// DefaultServiceAccount is impersonated for resources that name none.
-	DefaultServiceAccount string
-	// TrustedNamespaces are the namespaces whose resources may act with the
-	// operator's own identity when they name no ServiceAccount; nil means
-	// Namespace alone, AllNamespaces every namespace. Resources elsewhere
-	// that name none apply nothing (ServiceAccountRequired).
-	TrustedNamespaces []string
-	// RemoteGuard limits where remote destinations may lead.
-	RemoteGuard destination.Guard
-	// Config returns the settings in force; nil means config.Default.
-	Config func() *config.Config
 	// Recorder records Events on VidraResources; nil discards them.
 	Recorder record.EventRecorder
-	// Registerer receives the controller's and the watch registry's metrics.
+	// Registerer receives the controller's metrics.
 	Registerer prometheus.Registerer
-	// QueueMetrics, if set, receives the work queue's depth, latency and
-	// retries (client-go's workqueue metrics).
-	QueueMetrics workqueue.MetricsProvider
-	// Clock is injectable for tests.
-	Clock clock.WithTicker
-	// Linger is how long an informer nobody needs keeps running; zero means
-	// watchregistry.DefaultLinger.
-	Linger time.Duration
-	// Informers bounds the informers of the managed objects: per namespace
-	// of the resources that need them (PerTenant), per destination
-	// cluster and in all. A zero field means its default
-	// (DefaultInformerBudget).
-	Informers watchregistry.InformerBudget
 	// OnReconcile, if set, is called after every reconcile with its key,
 	// trigger and result ("success", "error", "conflict"); tests count
 	// reconciles with it.
@@ -109,18 +71,6 @@ type Options struct {
 	// reach of other namespaces. Zero means DefaultReconcileTimeout; a
 	// negative value, no limit.
 	ReconcileTimeout time.Duration
-	// PartialView tells that the VidraResource informer holds only some
-	// resources (one namespace, a shard selector): an owner it does not
-	// hold may then exist, and objects left by an owner that seems gone are
-	// not adopted.
-	PartialView bool
-	// Shard, when set, is this replica's share of the VidraResources of a
-	// sharded operator: it reconciles only the keys Shard lets it enter,
-	// and ShardChanged must be called when the share changes.
-	Shard Shard
-	// CacheBudgets are the byte budgets of the namespaces' cached objects
-	// (see internal/cachecharge); nil means cachecharge.NewBudgets(0).
-	CacheBudgets *cachecharge.Budgets
 }
 
 // Shard decides which VidraResources this replica reconciles.
@@ -135,17 +85,18 @@ type Shard interface {
 
 // Controller reconciles VidraResources.
 type Controller struct {
+	// Wakes is what wakes a resource, and the queue it wakes into: its
+	// methods (enqueue, miss) and fields (queue, share, lister, clock,
+	// config) are the controller's own.
+	*Wakes
 	clients Clients
 	// status sends the status writes, shaped by updateStatus: the generated
 	// clientset's REST client. It is a field so that tests answer those
 	// requests themselves: the generated fake clientset has no REST client.
 	status rest.Interface
-	lister listers.VidraResourceLister
 	// indexer is the lister's store, indexed by dependency (dependsOnIndex).
-	indexer cache.Indexer
-	synced  cache.InformerSynced
-	// queue hands out the keys to reconcile, with why each was queued.
-	queue    *wakequeue.Queue
+	indexer  cache.Indexer
+	synced   cache.InformerSynced
 	registry *watchregistry.Registry[cache.ObjectName]
 	dests    *destination.Resolver
 	engine   *apply.Engine
@@ -154,24 +105,10 @@ type Controller struct {
 	sources  *sourcewatch.Watcher
 	recorder record.EventRecorder
 	metrics  *Metrics
-	clock    clock.WithTicker
-	config   func() *config.Config
 	opts     Options
-	// health paces the reconciles woken by changes of health alone.
-	health *healthPacer
-
-	// share is this replica's part of a sharded operator's VidraResources
-	// (Options.Shard): every key when there is no sharding.
-	share *share
-
-	// uids are the UIDs of the resources the informer holds, which tell
-	// whether an object's owner still exists.
-	uids *resourceUIDs
-	// budgets are the namespaces' cache budgets.
-	budgets *cachecharge.Budgets
 }
 
-// DefaultInformerBudget is the default of Options.Informers. An informer
+// DefaultInformerBudget is the default of PartsOptions.Informers. An informer
 // of a kind costs some 100 KiB and ten goroutines however few objects it
 // caches (a thousand kinds of a tenant's server took 116 MiB and 10,000
 // goroutines). A namespace's resources rarely declare more than a few dozen
@@ -188,17 +125,10 @@ var DefaultInformerBudget = watchregistry.InformerBudget{PerTenant: 64, PerClust
 // namespace's resource waits for a worker a minute at most.
 const DefaultReconcileTimeout = time.Minute
 
-// NewController wires the VidraResource informer, the work queue and the watch
-// registry. Start the informer factory, then Run.
-func NewController(ctx context.Context, clients Clients, vrInformer informers.VidraResourceInformer, opts Options) (*Controller, error) {
-	logger := klog.FromContext(ctx)
-	if opts.Config == nil {
-		def := config.Default()
-		opts.Config = func() *config.Config { return def }
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+// NewController builds the controller of the VidraResources of vrInformer
+// over its parts (NewParts, built over the same informer's lister). Start
+// the informer factory, then Run.
+func NewController(ctx context.Context, clients Clients, vrInformer informers.VidraResourceInformer, parts Parts, opts Options) (*Controller, error) {
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}
 	}
@@ -208,136 +138,22 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 20
 	}
-	if opts.CacheBudgets == nil {
-		opts.CacheBudgets = cachecharge.NewBudgets(0)
-	}
-	opts.Informers.PerTenant = cmp.Or(opts.Informers.PerTenant, DefaultInformerBudget.PerTenant)
-	opts.Informers.PerCluster = cmp.Or(opts.Informers.PerCluster, DefaultInformerBudget.PerCluster)
-	opts.Informers.Total = cmp.Or(opts.Informers.Total, DefaultInformerBudget.Total)
 	c := &Controller{
-		queue:    wakequeue.New(wakequeue.Options{Clock: opts.Clock, Metrics: opts.QueueMetrics}),
-		share:    newShare(opts.Shard),
+		Wakes:    parts.Wakes,
+		registry: parts.Registry,
+		dests:    parts.Resolver,
+		sources:  parts.Sources,
+		engine:   parts.Engine,
 		clients:  clients,
 		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
-		lister:   vrInformer.Lister(),
 		indexer:  vrInformer.Informer().GetIndexer(),
 		synced:   vrInformer.Informer().HasSynced,
 		recorder: opts.Recorder,
 		metrics:  NewMetrics(opts.Registerer),
-		health:   newHealthPacer(),
-		clock:    opts.Clock,
-		config:   opts.Config,
 		opts:     opts,
-		uids:     newResourceUIDs(),
-		budgets:  opts.CacheBudgets,
 	}
-
-	reg, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
-		// Objects labelled by someone else without an owner are not even
-		// listed; Keep drops those whose owner is not a VidraResource.
-		LabelSelector: objectSelector(nil),
-		Keep: func(u *unstructured.Unstructured) bool {
-			_, ok := apply.MarkedOwner(c.lister, u)
-			return ok
-		},
-		// Only what an owner declares is held in full, charged to its
-		// namespace; the rest is a stub.
-		Charge: c.charge,
-		Linger: opts.Linger,
-		// A namespace is charged for the kinds its resources need
-		// watched, shared with other namespaces or not.
-		Informers: opts.Informers,
-		Tenant:    func(key cache.ObjectName) string { return key.Namespace },
-		Map:       c.ownerOf,
-		Enqueue:   c.wake,
-		// Status-only updates wake the owner only when the object's health
-		// changes: a Deployment's status churns without that.
-		WakeDigest: health.Digest,
-		Transform: func(u *unstructured.Unstructured) error {
-			apply.TrimForCache(u, c.config().OverrideManagers)
-			return nil
-		},
-		FieldManager: v1alpha1.FieldManager,
-		Clock:        opts.Clock,
-		Logger:       logger.WithName("watchregistry"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create watch registry: %w", err)
-	}
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(promcollector.New(reg, "vidra_watchregistry")); err != nil {
-			return nil, fmt.Errorf("register watch registry metrics: %w", err)
-		}
-	}
-	c.registry = reg
-	enqueue := func(key cache.ObjectName) { c.enqueue(key, TriggerEvent) }
-	c.dests, err = destination.New(destination.Options{
-		Kube: clients.Kube, Dynamic: clients.Dynamic, Config: clients.Config, Metadata: clients.Metadata, Discovery: clients.Discovery,
-		Registry: reg, Clock: opts.Clock,
-		Namespace: opts.Namespace, DefaultServiceAccount: opts.DefaultServiceAccount, TrustedNamespaces: opts.TrustedNamespaces,
-		Guard: opts.RemoteGuard, Enqueue: enqueue,
-	})
-	if err != nil {
+	if err := c.watchResources(vrInformer); err != nil {
 		return nil, err
-	}
-	// The objects of spec.manifestFrom are watched by the operator's own
-	// identity, metadata only, and read by each resource's.
-	c.sources = sourcewatch.New(c.dests.Local().Meta, enqueue)
-	c.engine = apply.New(apply.Options{
-		Registry: reg, Owners: c.lister, Vidra: clients.Vidra, Recorder: opts.Recorder, Enqueue: enqueue,
-		Home: c.dests.Home, Sources: c.sources,
-		Registerer: opts.Registerer, Clock: opts.Clock,
-		Resources: func(uid types.UID) (exists, known bool) {
-			// Reconciles start once the informer has listed: the set
-			// holds every resource the informer may.
-			return c.uids.has(uid), !opts.PartialView
-		},
-	})
-
-	if err := vrInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexDependencies}); err != nil {
-		return nil, fmt.Errorf("index VidraResources by dependency: %w", err)
-	}
-	if err := vrInformer.Informer().SetTransform(trimCachedResource); err != nil {
-		return nil, fmt.Errorf("trim cached VidraResources: %w", err)
-	}
-	_, err = vrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
-			c.uids.add(obj)
-			t := TriggerEvent
-			if isInInitialList {
-				t = TriggerStartup
-			}
-			c.enqueueObject(obj, t)
-			if vr, ok := obj.(*v1alpha1.VidraResource); ok {
-				c.wakeDependents(vr)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			c.uids.update(oldObj, newObj)
-			old, cur := oldObj.(*v1alpha1.VidraResource), newObj.(*v1alpha1.VidraResource)
-			if t, ok := updateTrigger(old, cur); ok {
-				c.enqueueObject(newObj, t)
-			}
-			// Its own status write is what makes a resource Ready: that
-			// wakes its dependents, not itself. So does a change of why it
-			// is not Ready, which their messages quote.
-			if isReady(old) != isReady(cur) || !isReady(cur) && readiness(old) != readiness(cur) {
-				c.wakeDependents(cur)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			c.uids.remove(obj)
-			c.enqueueObject(obj, TriggerEvent)
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if vr, ok := obj.(*v1alpha1.VidraResource); ok {
-				c.wakeDependents(vr)
-			}
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch VidraResources: %w", err)
 	}
 	return c, nil
 }

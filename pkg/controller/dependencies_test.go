@@ -95,7 +95,7 @@ func dependencyController(t *testing.T, allowCrossNamespace bool, vrs ...*v1alph
 		}
 	}
 	l := &readsCounted{VidraResourceLister: listers.NewVidraResourceLister(idx), reads: map[string]int{}}
-	return &Controller{lister: l, opts: Options{AllowCrossNamespaceDependencies: allowCrossNamespace}}, l
+	return &Controller{Wakes: &Wakes{lister: l}, opts: Options{AllowCrossNamespaceDependencies: allowCrossNamespace}}, l
 }
 
 func dependsOn(deps ...v1alpha1.DependencyReference) func(*v1alpha1.VidraResource) {

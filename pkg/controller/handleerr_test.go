@@ -41,8 +41,8 @@ func TestEveryRetryIsRateLimitedAndOnlyKeysWithAnIntervalAreDropped(t *testing.T
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-			opts := Options{Clock: clk, MaxRetries: 5}
-			c := &Controller{queue: wakequeue.New(wakequeue.Options{Clock: clk}), opts: opts, clock: clk, share: newShare(nil)}
+			opts := Options{MaxRetries: 5}
+			c := &Controller{Wakes: &Wakes{queue: wakequeue.New(wakequeue.Options{Clock: clk}), clock: clk, share: newShare(nil)}, opts: opts}
 			defer c.queue.ShutDown()
 			for range tc.failures {
 				c.queue.Retry(key)

@@ -224,11 +224,11 @@ func healthStatusChanged(ev watchregistry.Event) bool {
 
 // healthChanged queues key for a change of health of one of its objects,
 // paced (see healthEvery).
-func (c *Controller) healthChanged(key cache.ObjectName, ev watchregistry.Event) {
-	d := c.health.wake(key, healthStatusChanged(ev), c.clock.Now())
+func (w *Wakes) healthChanged(key cache.ObjectName, ev watchregistry.Event) {
+	d := w.health.wake(key, healthStatusChanged(ev), w.clock.Now())
 	if d <= 0 {
-		c.enqueue(key, TriggerHealth)
+		w.enqueue(key, TriggerHealth)
 		return
 	}
-	c.enqueueAfter(key, TriggerHealth, d)
+	w.enqueueAfter(key, TriggerHealth, d)
 }

@@ -99,9 +99,9 @@ func (s *share) takeOn(buckets []int) map[cache.ObjectName]Trigger {
 // (or this replica lost key), and ShardChanged reconciles it should this
 // replica keep it. Queued here if the share settled meanwhile; queued
 // twice otherwise, which the queue folds into one.
-func (c *Controller) miss(key cache.ObjectName, t Trigger) {
-	if c.share.miss(key, t) {
-		c.queue.Add(key, t)
+func (w *Wakes) miss(key cache.ObjectName, t Trigger) {
+	if w.share.miss(key, t) {
+		w.queue.Add(key, t)
 	}
 }
 

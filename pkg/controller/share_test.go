@@ -23,7 +23,7 @@ import (
 // the buckets gained, so that it lists only their objects; a loss, a fence
 // or too many selectors take it back to one selector for the whole share.
 func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
-	c := &Controller{share: newShare(nil)}
+	c := &Controller{Wakes: &Wakes{share: newShare(nil)}}
 	steps := []struct {
 		name    string
 		buckets []int
@@ -62,7 +62,7 @@ func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
 // What a replica prepares when a member is late renewing is the selector it
 // adds once that member's buckets are its: the lists are then done.
 func TestPreparedSelectorIsTheOneAGainAdds(t *testing.T) {
-	c := &Controller{share: newShare(nil)}
+	c := &Controller{Wakes: &Wakes{share: newShare(nil)}}
 	if got := c.share.preparedSelectors([]int{5}); got != nil {
 		t.Fatalf("prepared %q with no share yet; the first share is listed whole", got)
 	}
