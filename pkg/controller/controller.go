@@ -24,6 +24,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/events"
 	"github.com/vidra-operator/vidra/internal/sourcewatch"
 	"github.com/vidra-operator/vidra/internal/wakequeue"
 	"github.com/vidra-operator/vidra/internal/wording"
@@ -102,10 +103,10 @@ type Controller struct {
 	engine   *apply.Engine
 	// sources wakes resources when an object of their spec.manifestFrom
 	// changes.
-	sources  *sourcewatch.Watcher
-	recorder record.EventRecorder
-	metrics  *Metrics
-	opts     Options
+	sources *sourcewatch.Watcher
+	events  events.Recorder
+	metrics *Metrics
+	opts    Options
 }
 
 // DefaultInformerBudget is the default of PartsOptions.Informers. An informer
@@ -129,9 +130,6 @@ const DefaultReconcileTimeout = time.Minute
 // over its parts (NewParts, built over the same informer's lister). Start
 // the informer factory, then Run.
 func NewController(ctx context.Context, clients Clients, vrInformer informers.VidraResourceInformer, parts Parts, opts Options) (*Controller, error) {
-	if opts.Recorder == nil {
-		opts.Recorder = &record.FakeRecorder{}
-	}
 	if opts.ReconcileTimeout == 0 {
 		opts.ReconcileTimeout = DefaultReconcileTimeout
 	}
@@ -148,7 +146,7 @@ func NewController(ctx context.Context, clients Clients, vrInformer informers.Vi
 		status:   clients.Vidra.InfrahubV1alpha1().RESTClient(),
 		indexer:  vrInformer.Informer().GetIndexer(),
 		synced:   vrInformer.Informer().HasSynced,
-		recorder: opts.Recorder,
+		events:   events.New(opts.Recorder),
 		metrics:  NewMetrics(opts.Registerer),
 		opts:     opts,
 	}

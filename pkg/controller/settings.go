@@ -53,14 +53,5 @@ func (c *Controller) ConfigChanged(old, cur *config.Config) {
 // interval is the resource's periodic re-check with jitter; 0 means none.
 func (c *Controller) interval(vr *v1alpha1.VidraResource) time.Duration {
 	cfg := c.config()
-	d := cfg.RequeueAfter
-	if vr.Spec.Interval != nil {
-		d = vr.Spec.Interval.Duration
-	}
-	// The CRD refuses shorter intervals; resources stored before it did, or
-	// under a CRD without its validation, must not loop either.
-	if d > 0 && d < config.MinInterval {
-		d = config.MinInterval
-	}
-	return config.Jittered(d, cfg.Jitter, rand.Float64)
+	return config.Jittered(cfg.Interval(vr.Spec.Interval), cfg.Jitter, rand.Float64)
 }

@@ -139,8 +139,5 @@ func (w *Wakes) ownerOf(ev watchregistry.Event) []cache.ObjectName {
 }
 
 func (w *Wakes) eventMode(vr *v1alpha1.VidraResource) bool {
-	if p := vr.Spec.Destination.ReconcileOnEvents; p != nil {
-		return *p
-	}
-	return w.config().EventBased
+	return w.config().EventsOn(vr.Spec.Destination.ReconcileOnEvents)
 }
