@@ -561,15 +561,11 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs f
 	}
 	// Before the informers start: their first lists wake the owners of
 	// what they find.
-	e.mu.Lock()
-	pass.st.objects = objects
-	e.mu.Unlock()
+	e.wakes.expect(pass.key, pass.VR.UID, objects)
 	if err := e.registry.Track(pass.key, refs); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
 		return err
 	}
-	e.mu.Lock()
-	pass.st.watched, pass.st.watchedKnown = pass.Target.Cluster, true
-	e.mu.Unlock()
+	e.wakes.watching(pass.key, pass.VR.UID, pass.Target.Cluster)
 	return nil
 }

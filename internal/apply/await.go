@@ -42,16 +42,11 @@ func (e *Engine) awaitGone(ctx context.Context, vr *v1alpha1.VidraResource, targ
 			refs = append(refs, watchregistry.Ref{Cluster: target.Cluster, GVR: mapping.Resource})
 		}
 	}
-	st := e.stateFor(key, vr.UID)
-	e.mu.Lock()
-	st.objects = objects
-	e.mu.Unlock()
+	e.wakes.expect(key, vr.UID, objects)
 	if err := e.registry.Track(key, refs); err != nil {
 		// The work queue's backoff still comes back.
 		klog.FromContext(ctx).Error(err, "Watching the objects a deletion waits for failed; it checks again with backoff")
 		return
 	}
-	e.mu.Lock()
-	st.watched, st.watchedKnown = target.Cluster, true
-	e.mu.Unlock()
+	e.wakes.watching(key, vr.UID, target.Cluster)
 }

@@ -25,18 +25,13 @@ import (
 // resource are stubs until it is reconciled; its reads then find a stub
 // and read the API server, and the object's next change caches it in
 // full.
-func (e *Engine) Declares(vr *v1alpha1.VidraResource, cluster string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) (here, declared bool) {
-	e.mu.Lock()
-	st := e.states[cache.MetaObjectToName(vr)]
-	if st != nil && st.uid == vr.UID && st.watchedKnown {
-		here = st.watched == cluster
-		declared = here && (st.objects == nil || st.objects[WatchedObject{GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName()}])
-		e.mu.Unlock()
+func (x *WakeIndex) Declares(vr *v1alpha1.VidraResource, cluster string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) (here, declared bool) {
+	if watchedOn, objects, known := x.lookup(cache.MetaObjectToName(vr), vr.UID); known {
+		here = watchedOn == cluster
+		declared = here && (objects == nil || objects[WatchedObject{GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName()}])
 		if declared || !here {
 			return here, declared
 		}
-	} else {
-		e.mu.Unlock()
 	}
 	// Not in the manifest its last reconcile saw, or not reconciled yet:
 	// what it applied before, until its prune or its first reconcile.

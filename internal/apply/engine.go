@@ -31,6 +31,10 @@ type Options struct {
 	// Registry caches the managed objects the engine reads, and is told of
 	// every write the engine makes so that it does not wake the writer.
 	Registry *watchregistry.Registry[cache.ObjectName]
+	// Wakes is where the engine records what each resource's pass had
+	// watched, which the registry's callbacks read (WakesFrom, Declares);
+	// nil means an index of the engine's own.
+	Wakes *WakeIndex
 	// Owners and Vidra find the VidraResource an object's marks name: the
 	// cache first, the API server when the cache does not hold it. Vidra
 	// also reads a resource's manifest, which the cache does not hold
@@ -64,6 +68,7 @@ type Options struct {
 // manifest, and remembers between passes what it applied.
 type Engine struct {
 	registry  *watchregistry.Registry[cache.ObjectName]
+	wakes     *WakeIndex
 	owners    listers.VidraResourceLister
 	resources func(types.UID) (exists, known bool)
 	vidra     versioned.Interface
@@ -90,8 +95,12 @@ func New(opts Options) *Engine {
 	if opts.Enqueue == nil {
 		opts.Enqueue = func(cache.ObjectName) {}
 	}
+	if opts.Wakes == nil {
+		opts.Wakes = NewWakeIndex()
+	}
 	return &Engine{
 		registry:  opts.Registry,
+		wakes:     opts.Wakes,
 		owners:    opts.Owners,
 		resources: opts.Resources,
 		vidra:     opts.Vidra,
@@ -113,6 +122,7 @@ func (e *Engine) Forget(key cache.ObjectName) {
 	if e.manifests.watch != nil {
 		e.manifests.watch.Forget(key)
 	}
+	e.wakes.forget(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.states, key)

@@ -55,15 +55,6 @@ type resourceState struct {
 	// them, and a reconcile that stops early (a dependency not Ready)
 	// would not record them again.
 	claimsGeneration int64
-	// watched is the cluster the last reconcile had the objects watched
-	// on, once watchedKnown: only its events speak for them (WakesFrom).
-	// Read by the informers' goroutines, under the engine's mu.
-	watched      string
-	watchedKnown bool
-	// objects are the objects of the manifest the last reconcile had
-	// watched: only their events speak for the resource (WakesFrom).
-	// Read by the informers' goroutines, under the engine's mu.
-	objects map[WatchedObject]bool
 	// claimsAs is the identity the claims were made with on claimsCluster:
 	// an object is handed over only when it may manage it (mayManage).
 	claimsAs claimIdentity
@@ -147,24 +138,10 @@ func (e *Engine) stateFor(key cache.ObjectName, uid types.UID) *resourceState {
 	return st
 }
 
-// WakesFrom reports whether an event of an object on cluster, carrying the
-// marks of the VidraResource of key and uid, may wake it. A tenant's own
-// API server can send objects with the marks of any resource, whose UID is
-// no secret (its objects carry it): only the cluster the resource's objects
-// are watched on speaks for them. On that cluster too, anyone who may
-// label an object can copy the marks of a resource that placed an object
-// in their namespace: only the objects of the resource's manifest wake it,
-// else every edit of a copy would reconcile another tenant's resource. A
-// resource not reconciled since the operator started is woken by any, and
-// reconciled once anyway.
+// WakesFrom reports whether an event of obj on cluster, carrying the marks
+// of the VidraResource of key and uid, may wake it (see WakeIndex).
 func (e *Engine) WakesFrom(key cache.ObjectName, uid types.UID, cluster string, obj WatchedObject) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.states[key]
-	if st == nil || st.uid != uid || !st.watchedKnown {
-		return true
-	}
-	return st.watched == cluster && (st.objects == nil || st.objects[obj])
+	return e.wakes.WakesFrom(key, uid, cluster, obj)
 }
 
 // WatchedObject names an object as its watch event does: by the resource

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Keys of the vidra-config ConfigMap.
@@ -186,6 +188,32 @@ func Parse(data map[string]string, prev *Config) (*Config, []Problem) {
 	}
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
 	return cfg, problems
+}
+
+// Interval is the periodic re-check, before jitter, of a resource whose
+// spec.interval is spec: requeueResourcesAfter when it is nil, and never
+// shorter than MinInterval. 0 means none. The CRD refuses shorter
+// intervals; resources stored before it did, or under a CRD without its
+// validation, must not loop either.
+func (c *Config) Interval(spec *metav1.Duration) time.Duration {
+	d := c.RequeueAfter
+	if spec != nil {
+		d = spec.Duration
+	}
+	if d > 0 && d < MinInterval {
+		d = MinInterval
+	}
+	return d
+}
+
+// EventsOn reports whether a resource corrects drift as its objects'
+// events come: its spec.destination.reconcileOnEvents when set (spec),
+// eventBasedReconcile otherwise.
+func (c *Config) EventsOn(spec *bool) bool {
+	if spec != nil {
+		return *spec
+	}
+	return c.EventBased
 }
 
 // MinInterval is the shortest periodic re-check: anything shorter would turn

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestParse(t *testing.T) {
@@ -126,5 +127,28 @@ func TestJitteredNeverTurnsARecheckOff(t *testing.T) {
 		if got := Jittered(tc.d, tc.jitter, one); got != tc.want {
 			t.Errorf("Jittered(%s, %v) = %s, want %s", tc.d, tc.jitter, got, tc.want)
 		}
+	}
+}
+
+func TestIntervalAndEventsOfAResource(t *testing.T) {
+	cfg := Default()
+	cfg.RequeueAfter, cfg.EventBased = 10*time.Minute, true
+	for _, tc := range []struct {
+		name string
+		spec *metav1.Duration
+		want time.Duration
+	}{
+		{"unset: the configured default", nil, 10 * time.Minute},
+		{"set", &metav1.Duration{Duration: time.Hour}, time.Hour},
+		{"0 turns it off", &metav1.Duration{}, 0},
+		{"shorter than the minimum: the minimum", &metav1.Duration{Duration: time.Millisecond}, MinInterval},
+	} {
+		if got := cfg.Interval(tc.spec); got != tc.want {
+			t.Errorf("%s: Interval = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	off := false
+	if !cfg.EventsOn(nil) || cfg.EventsOn(&off) {
+		t.Errorf("EventsOn(nil) = %v, EventsOn(false) = %v; want the default (true), then false", cfg.EventsOn(nil), cfg.EventsOn(&off))
 	}
 }

@@ -26,16 +26,21 @@ type Watcher struct {
 	current   atomic.Pointer[Config]
 	informer  cache.SharedIndexInformer
 	recorder  record.EventRecorder
-	onChange  func(old, new *Config)
+	listeners []Listener
 	namespace string
 	name      string
 }
 
+// Listener is told of every Config published, from the watcher's informer
+// goroutine.
+type Listener interface {
+	ConfigChanged(old, cur *Config)
+}
+
 // NewWatcher watches ConfigMap namespace/name through an informer limited to
-// that one object. onChange, if set, runs after every published change, from
-// the informer's goroutine. recorder may be nil.
-func NewWatcher(client kubernetes.Interface, namespace, name string, recorder record.EventRecorder, onChange func(old, new *Config)) (*Watcher, error) {
-	w := &Watcher{recorder: recorder, onChange: onChange, namespace: namespace, name: name}
+// that one object. recorder may be nil.
+func NewWatcher(client kubernetes.Interface, namespace, name string, recorder record.EventRecorder) (*Watcher, error) {
+	w := &Watcher{recorder: recorder, namespace: namespace, name: name}
 	w.current.Store(Default())
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
@@ -53,6 +58,11 @@ func NewWatcher(client kubernetes.Interface, namespace, name string, recorder re
 	}
 	return w, nil
 }
+
+// Listen has l told of every change published from now on; call it before
+// Run. The controller reads the Config as it is built, and listens once it
+// exists, hence a call rather than an argument of NewWatcher.
+func (w *Watcher) Listen(l Listener) { w.listeners = append(w.listeners, l) }
 
 // Run runs the informer until ctx ends.
 func (w *Watcher) Run(ctx context.Context) { w.informer.RunWithContext(ctx) }
@@ -99,8 +109,8 @@ func (w *Watcher) publish(cfg *Config) {
 	}
 	logger.Info("Configuration applied", "requeueResourcesAfter", cfg.RequeueAfter,
 		"eventBasedReconcile", cfg.EventBased, "requeueJitter", cfg.Jitter, "overrideManagers", cfg.OverrideManagers)
-	if w.onChange != nil {
-		w.onChange(old, cfg)
+	for _, l := range w.listeners {
+		l.ConfigChanged(old, cfg)
 	}
 }
 

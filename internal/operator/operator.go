@@ -227,21 +227,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			return nil, err
 		}
 	}
-	var ctrl *controller.Controller
-	var ctrlMu sync.Mutex
-	current := func() *controller.Controller {
-		ctrlMu.Lock()
-		defer ctrlMu.Unlock()
-		return ctrl
-	}
-	o.Config, err = config.NewWatcher(kube, opts.Namespace, opts.ConfigMapName, recorder, func(old, cur *config.Config) {
-		ctrlMu.Lock()
-		defer ctrlMu.Unlock()
-		if ctrl != nil {
-			ctrl.ConfigChanged(old, cur)
-		}
-	})
-	if err != nil {
+	if o.Config, err = config.NewWatcher(kube, opts.Namespace, opts.ConfigMapName, recorder); err != nil {
 		return nil, err
 	}
 
@@ -257,63 +243,54 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			Client: kube, Namespace: opts.Namespace, Identity: opts.Sharding.Identity,
 			LeaseDuration: opts.Sharding.LeaseDuration, RenewPeriod: opts.Sharding.RenewPeriod,
 			Metrics: shard.NewMetrics(opts.Metrics),
-			// The member runs before the controller exists; until then
-			// there is nothing to hand a share to.
-			OnChange: func(ctx context.Context, buckets []int) {
-				if c := current(); c != nil {
-					c.ShardChanged(ctx, buckets)
-				}
-			},
-			OnPrepare: func(ctx context.Context, buckets []int) {
-				if c := current(); c != nil {
-					c.ShardPrepare(ctx, buckets)
-				}
-			},
 		})
 		if err != nil {
 			return nil, err
 		}
 		shardOpt = o.member
-		opts.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "vidra_shard_keys", Help: "VidraResources this replica owns now.",
-		}, func() float64 {
-			ctrlMu.Lock()
-			c := ctrl
-			ctrlMu.Unlock()
-			if c == nil {
-				return 0
-			}
-			return float64(c.OwnedKeys())
-		}))
 	}
 	o.factory = externalversions.NewSharedInformerFactoryWithOptions(vidra, 0, externalversions.WithNamespace(opts.WatchNamespace),
 		externalversions.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = opts.ShardSelector }))
-	c, err := controller.NewController(ctx, controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config},
-		o.factory.Infrahub().V1alpha1().VidraResources(), controller.Options{
-			Namespace:                       opts.Namespace,
-			DefaultServiceAccount:           opts.DefaultServiceAccount,
-			TrustedNamespaces:               opts.TrustedNamespaces,
-			AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
-			RemoteGuard:                     opts.RemoteGuard,
-			CacheBudgets:                    cachecharge.NewBudgets(opts.NamespaceCacheBytes),
-			Config:                          o.Config.Current,
-			Recorder:                        newFairRecorder(recorder, clock.RealClock{}, opts.Metrics),
-			Registerer:                      opts.Metrics,
-			QueueMetrics:                    newQueueMetrics(opts.Metrics),
-			Linger:                          opts.Linger,
-			Informers:                       opts.Informers,
-			ReconcileTimeout:                opts.ReconcileTimeout,
-			OnReconcile:                     opts.OnReconcile,
-			PartialView:                     opts.WatchNamespace != "" || opts.ShardSelector != "",
-			Shard:                           shardOpt,
-		})
+	clients := controller.Clients{Kube: kube, Vidra: vidra, Dynamic: dyn, Config: opts.Config}
+	resources := o.factory.Infrahub().V1alpha1().VidraResources()
+	fair := newFairRecorder(recorder, clock.RealClock{}, opts.Metrics)
+	parts, err := controller.NewParts(ctx, clients, resources.Lister(), controller.PartsOptions{
+		Namespace:             opts.Namespace,
+		DefaultServiceAccount: opts.DefaultServiceAccount,
+		TrustedNamespaces:     opts.TrustedNamespaces,
+		RemoteGuard:           opts.RemoteGuard,
+		Config:                o.Config.Current,
+		Recorder:              fair,
+		Registerer:            opts.Metrics,
+		QueueMetrics:          newQueueMetrics(opts.Metrics),
+		Linger:                opts.Linger,
+		Informers:             opts.Informers,
+		CacheBudgets:          cachecharge.NewBudgets(opts.NamespaceCacheBytes),
+		PartialView:           opts.WatchNamespace != "" || opts.ShardSelector != "",
+		Shard:                 shardOpt,
+	})
 	if err != nil {
 		return nil, err
 	}
-	ctrlMu.Lock()
-	ctrl = c
-	ctrlMu.Unlock()
+	c, err := controller.NewController(ctx, clients, resources, parts, controller.Options{
+		Recorder:                        fair,
+		Registerer:                      opts.Metrics,
+		AllowCrossNamespaceDependencies: opts.AllowCrossNamespaceDependencies,
+		ReconcileTimeout:                opts.ReconcileTimeout,
+		OnReconcile:                     opts.OnReconcile,
+	})
+	if err != nil {
+		return nil, err
+	}
 	o.Controller = c
+	// Told once the controller exists, before either runs.
+	o.Config.Listen(c)
+	if o.member != nil {
+		o.member.Listen(c)
+		opts.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vidra_shard_keys", Help: "VidraResources this replica owns now.",
+		}, func() float64 { return float64(c.OwnedKeys()) }))
+	}
 
 	served, err := infrahubSyncServed(kube)
 	if err != nil {

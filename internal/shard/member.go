@@ -60,27 +60,43 @@ type Options struct {
 	// gone; RenewPeriod how often a member renews. A member that could not
 	// renew for LeaseDuration minus twice RenewPeriod stops reconciling.
 	LeaseDuration, RenewPeriod time.Duration
-	// OnChange is called, on the member's goroutine, every time a view
-	// becomes settled, with the buckets this member owns in it (none while
-	// it is not a member). Enter waits while OnChange runs for a settled
-	// view, so OnChange must not wait for a reconcile.
-	OnChange func(ctx context.Context, buckets []int)
-	// OnPrepare is called, on the member's goroutine, when the members of
-	// a settled view that missed a renewal (none seen renewing for two
-	// renew periods) change: with the buckets this member would gain should
-	// they be gone, none once they renewed again or left. The replica lists
-	// the objects of those buckets ahead, so that taking them over when a
-	// member died does not wait for the lists. It must not block.
-	OnPrepare func(ctx context.Context, buckets []int)
 	// Metrics receives the member's figures; nil records none.
 	Metrics *Metrics
 	Clock   clock.WithTicker
 }
 
+// Listener is told of the member's share, on the member's goroutine.
+type Listener interface {
+	// ShardChanged is called every time a view becomes settled, with the
+	// buckets this member owns in it (none while it is not a member).
+	// Enter waits while it runs for a settled view, so it must not wait
+	// for a reconcile.
+	ShardChanged(ctx context.Context, buckets []int)
+	// ShardPrepare is called when the members of a settled view that
+	// missed a renewal (none seen renewing for two renew periods) change:
+	// with the buckets this member would gain should they be gone, none
+	// once they renewed again or left. The replica lists the objects of
+	// those buckets ahead, so that taking them over when a member died
+	// does not wait for the lists. It must not block.
+	ShardPrepare(ctx context.Context, buckets []int)
+}
+
+// Listen has l told of the member's share; call it before Run. The
+// controller that l is exists only once the member does (it asks the member
+// which keys are its own), hence a call rather than an option.
+func (m *Member) Listen(l Listener) { m.listener = l }
+
+// noListener is the listener of a member nobody listens to.
+type noListener struct{}
+
+func (noListener) ShardChanged(context.Context, []int) {}
+func (noListener) ShardPrepare(context.Context, []int) {}
+
 // Member is this replica's membership. It decides which VidraResources the
 // replica reconciles: Enter says so for one reconcile.
 type Member struct {
 	opts     Options
+	listener Listener
 	lease    string
 	deadline time.Duration
 
@@ -115,7 +131,7 @@ type Member struct {
 	signal    chan struct{}
 	lastRenew time.Time
 	created   bool
-	// gain is what OnPrepare was last told, and seen when this member saw
+	// gain is what ShardPrepare was last told, and seen when this member saw
 	// each other member's latest renewal; only the member's goroutine uses
 	// them.
 	gain []int
@@ -149,14 +165,9 @@ func New(opts Options) (*Member, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.OnChange == nil {
-		opts.OnChange = func(context.Context, []int) {}
-	}
-	if opts.OnPrepare == nil {
-		opts.OnPrepare = func(context.Context, []int) {}
-	}
 	m := &Member{
 		opts:     opts,
+		listener: noListener{},
 		lease:    leaseName(opts.Identity),
 		deadline: opts.LeaseDuration - 2*opts.RenewPeriod,
 		signal:   make(chan struct{}, 1),
@@ -383,7 +394,7 @@ func (m *Member) renew(ctx context.Context) {
 			m.mu.Unlock()
 			m.gate.Unlock()
 			m.opts.Metrics.observeOwned(0, 0)
-			m.opts.OnChange(ctx, nil)
+			m.listener.ShardChanged(ctx, nil)
 			m.prepare(ctx, nil, nil)
 		}
 		return
@@ -554,7 +565,7 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 		}
 	}
 	buckets := Owned(m.opts.Identity, view)
-	// Reconciles wait at Enter until OnChange has returned, so that none
+	// Reconciles wait at Enter until ShardChanged has returned, so that none
 	// runs under the new view before the replica has taken its new share
 	// on: its caches' scope, for one, whose old informers would answer
 	// "absent" for the objects of the buckets it gains.
@@ -571,7 +582,7 @@ func (m *Member) evaluate(ctx context.Context) time.Duration {
 	m.mu.Unlock()
 	m.opts.Metrics.settled(took, len(view), len(buckets))
 	klog.FromContext(ctx).Info("Membership settled", "members", view, "buckets", len(buckets), "took", took)
-	m.opts.OnChange(ctx, buckets)
+	m.listener.ShardChanged(ctx, buckets)
 	m.prepare(ctx, view, suspects)
 	return next
 }
@@ -617,7 +628,7 @@ func (m *Member) lateMembers(now time.Time, view []string, renewed map[string]ti
 	return suspects, next
 }
 
-// prepare tells OnPrepare which buckets this member would gain should the
+// prepare tells ShardPrepare which buckets this member would gain should the
 // suspects of view be gone, when that changed. Only a settled view is
 // prepared for: while a view settles, what was prepared stays, for the
 // share the view brings to take on.
@@ -645,7 +656,7 @@ func (m *Member) prepare(ctx context.Context, view, suspects []string) {
 	} else {
 		logger.V(1).Info("No member is late renewing its Lease any more; nothing to prepare")
 	}
-	m.opts.OnPrepare(ctx, gain)
+	m.listener.ShardPrepare(ctx, gain)
 }
 
 // viewHash names a view in the members' Leases.

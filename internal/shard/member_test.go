@@ -45,12 +45,15 @@ func start(t *testing.T, client kubernetes.Interface, id string) *running {
 
 // startWith runs a member of opts, in the test's namespace and with its
 // Lease timings.
-func startWith(t *testing.T, opts Options) *running {
+func startWith(t *testing.T, opts Options, listeners ...Listener) *running {
 	t.Helper()
 	opts.Namespace, opts.LeaseDuration, opts.RenewPeriod = "vidra-system", testLease, testRenew
 	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range listeners {
+		m.Listen(l)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -335,10 +338,10 @@ func TestMembersPrepareTheBucketsOfAMemberLateRenewing(t *testing.T) {
 			calls = append(calls, call{change, slices.Clone(buckets)})
 		}
 	}
-	a := startWith(t, Options{Client: client, Identity: "a", Clock: aClock, OnChange: record(true), OnPrepare: record(false)})
+	a := startWith(t, Options{Client: client, Identity: "a", Clock: aClock}, funcListener{record(true), record(false)})
 	b := startWith(t, Options{Client: client, Identity: "b", Clock: clk})
 	waitSettled(t, a, b)
-	// A view reads settled just before OnChange runs: wait until a has
+	// A view reads settled just before ShardChanged runs: wait until a has
 	// taken its share of the two on, or that call would come after the
 	// ghost's.
 	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
@@ -643,3 +646,9 @@ func TestAFencedMemberCancelsItsReconciles(t *testing.T) {
 		t.Error("the fenced member still owns its keys")
 	}
 }
+
+// funcListener is a Listener of two functions.
+type funcListener struct{ changed, prepare func(context.Context, []int) }
+
+func (l funcListener) ShardChanged(ctx context.Context, b []int) { l.changed(ctx, b) }
+func (l funcListener) ShardPrepare(ctx context.Context, b []int) { l.prepare(ctx, b) }

@@ -24,16 +24,16 @@ var (
 // marks name a live VidraResource) is held in full, charged to its owner's
 // namespace, only when that owner deploys to the object's cluster and
 // declares it (cachecharge.Decide).
-func (c *Controller) charge(ref watchregistry.Ref, u *unstructured.Unstructured) watchregistry.Charge {
+func (w *Wakes) charge(ref watchregistry.Ref, u *unstructured.Unstructured) watchregistry.Charge {
 	var o cachecharge.Object
-	if vr, ok := apply.MarkedOwner(c.lister, u); ok {
+	if vr, ok := apply.MarkedOwner(w.lister, u); ok {
 		o.OwnerNamespace = vr.Namespace
-		o.DeploysHere, o.Declared = c.engine.Declares(vr, ref.Cluster, ref.GVR, u)
+		o.DeploysHere, o.Declared = w.index.Declares(vr, ref.Cluster, ref.GVR, u)
 	}
 	d := cachecharge.Decide(o)
 	ch := watchregistry.Charge{Stub: d.Stub, Labels: stubLabels, Annotations: stubAnnotations}
 	if !d.Stub {
-		ch.Budget = c.budgets.For(d.Namespace)
+		ch.Budget = w.budgets.For(d.Namespace)
 	}
 	return ch
 }

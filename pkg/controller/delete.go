@@ -73,7 +73,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", readable(err)), vr.Status.ManagedResources)
 	case err != nil:
 		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
-		c.event(vr, true, "CleanupFailed", "%s", msg)
+		c.events.Event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
 			c.writeDeleting(ctx, vr, msg, nil))
 	}
@@ -86,12 +86,12 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		left := slices.Concat(failed, pending)
 		msg := fmt.Sprintf("Cleaning up managed objects is not finished, retrying with backoff: %v; %d of %s left to look at",
 			oot, len(left), wording.Count(max(len(left), len(vr.Status.ManagedResources)), "object"))
-		c.event(vr, true, "CleanupFailed", "%s", msg)
+		c.events.Event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(fmt.Errorf("clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, oot),
 			c.writeDeleting(ctx, vr, msg, left))
 	}
 	if err != nil && empty {
-		c.event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
+		c.events.Event(vr, true, "CleanupSkipped", "Nothing was recorded as applied; checking the destination for objects of an interrupted first reconcile failed, so any are left in place: %v", err)
 	} else if err != nil {
 		if !del {
 			// Orphan leaves the objects anyway; their marks are a courtesy
@@ -99,7 +99,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
 		}
 		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
-		c.event(vr, true, "CleanupFailed", "%s", msg)
+		c.events.Event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg, nil))
 	}
 	if len(pending) > 0 {
@@ -123,9 +123,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		if released > 0 {
 			msg += fmt.Sprintf(" and let %d go without deleting %s (see the Kept and HandedOver Events)", released, wording.Agree(released, "it", "them"))
 		}
-		c.event(vr, false, "Deleted", "%s", msg)
+		c.events.Event(vr, false, "Deleted", "%s", msg)
 	} else {
-		c.event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", wording.Count(len(vr.Status.ManagedResources), "managed object"))
+		c.events.Event(vr, false, "Orphaned", "Left %s in place without Vidra's marks", wording.Count(len(vr.Status.ManagedResources), "managed object"))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err
@@ -146,7 +146,7 @@ func (c *Controller) abandon(ctx context.Context, key cache.ObjectName, vr *v1al
 		} else if ref := vr.Spec.Destination.KubeconfigSecretRef; ref != nil {
 			where = "the cluster of Secret " + vr.Namespace + "/" + ref.Name
 		}
-		c.event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(apply.InventoryNames(left)))
+		c.events.Event(vr, true, "LeftBehind", "Finalizer removed without cleanup, %s; left behind on %s: %s", why, where, truncate(apply.InventoryNames(left)))
 	}
 	if _, err := c.setFinalizer(ctx, vr, false); err != nil {
 		return syncResult{}, err

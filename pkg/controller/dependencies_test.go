@@ -95,7 +95,7 @@ func dependencyController(t *testing.T, allowCrossNamespace bool, vrs ...*v1alph
 		}
 	}
 	l := &readsCounted{VidraResourceLister: listers.NewVidraResourceLister(idx), reads: map[string]int{}}
-	return &Controller{lister: l, opts: Options{AllowCrossNamespaceDependencies: allowCrossNamespace}}, l
+	return &Controller{Wakes: &Wakes{lister: l}, opts: Options{AllowCrossNamespaceDependencies: allowCrossNamespace}}, l
 }
 
 func dependsOn(deps ...v1alpha1.DependencyReference) func(*v1alpha1.VidraResource) {
@@ -207,9 +207,9 @@ func TestReadinessWakesDependentsOfOtherNamespacesOnlyWhenAllowed(t *testing.T) 
 		c.wakeDependents(v)
 		var woken []string
 		for c.queue.Len() > 0 {
-			key, _ := c.queue.Get()
-			woken = append(woken, key.String())
-			c.queue.Done(key)
+			it, _ := c.queue.Get()
+			woken = append(woken, it.Key.String())
+			c.queue.Done(it)
 		}
 		slices.Sort(woken)
 		want := []string{"team-a/w"}

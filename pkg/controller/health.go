@@ -17,10 +17,6 @@ import (
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
-// defaultTimeout is how long spec.wait waits for health when spec.timeout
-// is unset.
-const defaultTimeout = 5 * time.Minute
-
 // healthSummary is the Healthy condition of an inventory: True when every
 // object is Current, else False with Degraded (some Failed) or Progressing,
 // naming the objects that are not Current.
@@ -70,14 +66,6 @@ func describeHealth(m v1alpha1.ManagedResource) string {
 		s += ": " + m.HealthMessage
 	}
 	return s
-}
-
-// timeout is how long spec.wait waits for the objects of a new manifest.
-func timeout(vr *v1alpha1.VidraResource) time.Duration {
-	if vr.Spec.Timeout != nil && vr.Spec.Timeout.Duration > 0 {
-		return vr.Spec.Timeout.Duration
-	}
-	return defaultTimeout
 }
 
 // A change of the health of a resource's objects wakes the resource, and a
@@ -224,11 +212,11 @@ func healthStatusChanged(ev watchregistry.Event) bool {
 
 // healthChanged queues key for a change of health of one of its objects,
 // paced (see healthEvery).
-func (c *Controller) healthChanged(key cache.ObjectName, ev watchregistry.Event) {
-	d := c.health.wake(key, healthStatusChanged(ev), c.clock.Now())
+func (w *Wakes) healthChanged(key cache.ObjectName, ev watchregistry.Event) {
+	d := w.health.wake(key, healthStatusChanged(ev), w.clock.Now())
 	if d <= 0 {
-		c.enqueue(key, TriggerHealth)
+		w.enqueue(key, TriggerHealth)
 		return
 	}
-	c.enqueueAfter(key, TriggerHealth, d)
+	w.enqueueAfter(key, TriggerHealth, d)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vidra-operator/vidra/internal/wakequeue"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -107,26 +108,26 @@ func (h *healthWakes) handedOut() []Trigger {
 	h.t.Helper()
 	var got []Trigger
 	for range 2 {
-		h.c.queue.AddAfter(marker, time.Nanosecond)
+		h.c.queue.AddAfter(marker, TriggerEvent, time.Nanosecond)
 		h.clk.Step(time.Nanosecond)
 		for {
 			err := wait.PollUntilContextTimeout(h.t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 				if h.c.queue.Len() > 0 {
 					return true, nil
 				}
-				h.c.queue.AddAfter(nudge, 24*time.Hour)
+				h.c.queue.AddAfter(nudge, TriggerEvent, 24*time.Hour)
 				return false, nil
 			})
 			if err != nil {
 				h.t.Fatalf("the marker sent through the queue never came out: %v", err)
 			}
-			k, _ := h.c.queue.Get()
-			if k != marker {
-				got = append(got, h.c.takeTrigger(k, h.clk.Now()))
+			it, _ := h.c.queue.Get()
+			if it.Key != marker {
+				tr, _ := h.c.queue.Take(wakequeue.Item{Key: it.Key, Got: h.clk.Now()})
+				got = append(got, tr)
 			}
-			h.c.fair.finished(k)
-			h.c.queue.Done(k)
-			if k == marker {
+			h.c.queue.Done(it)
+			if it.Key == marker {
 				break
 			}
 		}

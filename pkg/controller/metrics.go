@@ -5,31 +5,24 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vidra-operator/vidra/internal/wakequeue"
 )
 
-// Trigger is what woke a reconcile. It is recorded beside the work item, which
-// stays a bare key.
-type Trigger string
+// Trigger is what woke a reconcile (see wakequeue.Trigger).
+type Trigger = wakequeue.Trigger
 
-// Triggers, in the order of precedence used when several woke one reconcile.
+// Triggers, as wakequeue names them.
 const (
-	TriggerRequested Trigger = "requested"
-	TriggerEvent     Trigger = "event"
-	TriggerStartup   Trigger = "startup"
-	TriggerRetry     Trigger = "retry"
-	TriggerInterval  Trigger = "interval"
-	// TriggerHealth: a managed object's health changed, or a wait for
-	// health timed out.
-	TriggerHealth Trigger = "health"
-	// TriggerDependency: a VidraResource this one depends on became Ready,
-	// or stopped being Ready.
-	TriggerDependency Trigger = "dependency"
-	// TriggerRebalance: this replica of a sharded operator took on a new
-	// share of the VidraResources.
-	TriggerRebalance Trigger = "rebalance"
+	TriggerRequested  = wakequeue.TriggerRequested
+	TriggerEvent      = wakequeue.TriggerEvent
+	TriggerStartup    = wakequeue.TriggerStartup
+	TriggerRetry      = wakequeue.TriggerRetry
+	TriggerInterval   = wakequeue.TriggerInterval
+	TriggerHealth     = wakequeue.TriggerHealth
+	TriggerDependency = wakequeue.TriggerDependency
+	TriggerRebalance  = wakequeue.TriggerRebalance
 )
-
-var triggerOrder = []Trigger{TriggerRequested, TriggerEvent, TriggerDependency, TriggerHealth, TriggerStartup, TriggerRebalance, TriggerRetry, TriggerInterval}
 
 // Metrics are the controller's Prometheus metrics. Their values are what the
 // tests read to count reconciles, so that nothing depends on log parsing.

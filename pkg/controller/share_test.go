@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/shard"
+	"github.com/vidra-operator/vidra/internal/wakequeue"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -22,7 +23,7 @@ import (
 // the buckets gained, so that it lists only their objects; a loss, a fence
 // or too many selectors take it back to one selector for the whole share.
 func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
-	c := &Controller{}
+	c := &Controller{Wakes: &Wakes{share: newShare(nil)}}
 	steps := []struct {
 		name    string
 		buckets []int
@@ -45,7 +46,7 @@ func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
 		{"after the fence", []int{1}, []string{objectSelector([]int{1})}, true},
 	}
 	for _, s := range steps {
-		got, restarted := c.shareSelectors(s.buckets)
+		got, restarted := c.share.selectorsFor(s.buckets)
 		if !slices.Equal(got, s.want) {
 			t.Fatalf("%s %v: selectors %q, want %q", s.name, s.buckets, got, s.want)
 		}
@@ -61,22 +62,22 @@ func TestShareSelectorsWidenOnGainsOnly(t *testing.T) {
 // What a replica prepares when a member is late renewing is the selector it
 // adds once that member's buckets are its: the lists are then done.
 func TestPreparedSelectorIsTheOneAGainAdds(t *testing.T) {
-	c := &Controller{}
-	if got := c.preparedSelectors([]int{5}); got != nil {
+	c := &Controller{Wakes: &Wakes{share: newShare(nil)}}
+	if got := c.share.preparedSelectors([]int{5}); got != nil {
 		t.Fatalf("prepared %q with no share yet; the first share is listed whole", got)
 	}
-	c.shareSelectors([]int{1, 2, 3})
-	prepared := c.preparedSelectors([]int{7, 5})
-	added, _ := c.shareSelectors([]int{1, 2, 3, 5, 7})
+	c.share.selectorsFor([]int{1, 2, 3})
+	prepared := c.share.preparedSelectors([]int{7, 5})
+	added, _ := c.share.selectorsFor([]int{1, 2, 3, 5, 7})
 	if len(prepared) != 1 || added[len(added)-1] != prepared[0] {
 		t.Fatalf("prepared %q, but the gain added %q", prepared, added)
 	}
-	if got := c.preparedSelectors(nil); got != nil {
+	if got := c.share.preparedSelectors(nil); got != nil {
 		t.Fatalf("prepared %q for no bucket", got)
 	}
-	c.shareSelectors([]int{1, 2, 3, 5, 7, 9})
-	c.shareSelectors([]int{1, 2, 3, 5, 7, 9, 11})
-	if got := c.preparedSelectors([]int{13}); got != nil {
+	c.share.selectorsFor([]int{1, 2, 3, 5, 7, 9})
+	c.share.selectorsFor([]int{1, 2, 3, 5, 7, 9, 11})
+	if got := c.share.preparedSelectors([]int{13}); got != nil {
 		t.Fatalf("prepared %q at the cap of selectors, where a gain lists the whole share", got)
 	}
 }
@@ -153,16 +154,15 @@ func TestGainOnlyRebalanceReconcilesGainedAndMissedKeys(t *testing.T) {
 	c := f.newController()
 	ctx := t.Context()
 	sh := &testShard{}
-	c.opts.Shard = sh
+	c.share = newShare(sh)
 	// queued returns the keys the queue holds, each with the trigger its
 	// reconcile would count, and empties it.
 	queued := func() map[string]Trigger {
 		got := map[string]Trigger{}
 		for c.queue.Len() > 0 {
-			k, _ := c.queue.Get()
-			got[k.Name] = c.takeTrigger(k, f.clock.Now())
-			c.fair.finished(k)
-			c.queue.Done(k)
+			it, _ := c.queue.Get()
+			got[it.Key.Name], _ = c.queue.Take(wakequeue.Item{Key: it.Key, Got: f.clock.Now()})
+			c.queue.Done(it)
 		}
 		return got
 	}

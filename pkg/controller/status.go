@@ -50,7 +50,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	if st.HealthCheckStartTime == nil || vr.Status.ObservedGeneration != vr.Generation {
 		st.HealthCheckStartTime = &now
 	}
-	deadline := st.HealthCheckStartTime.Add(timeout(vr))
+	deadline := st.HealthCheckStartTime.Add(vr.EffectiveTimeout())
 
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -82,7 +82,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	// drifted counts the objects that differ from the manifest, which
 	// status.drift may not all list.
 	drifted := 0
-	if vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport {
+	if vr.ReportsDrift() {
 		drifted = len(r.Out.Drift)
 		// Bounded: every object of a large manifest may drift at once, and
 		// a status over the API server's size limit could not be written
@@ -116,7 +116,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 	case len(errs) == 0 && waiting && (hs.failed || !now.Time.Before(deadline)):
 		msg := "Applied and in sync, but " + hs.message
 		if !hs.failed {
-			msg = fmt.Sprintf("Not healthy within %s (spec.timeout): %s", timeout(vr), hs.message)
+			msg = fmt.Sprintf("Not healthy within %s (spec.timeout): %s", vr.EffectiveTimeout(), hs.message)
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed, msg)
 		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonHealthCheckFailed, msg)
@@ -196,13 +196,13 @@ func needsPerson(e *apply.ObjectError) bool {
 func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatus) {
 	vr, out := r.VR, &r.Out
 	if len(out.Drifted) > 0 {
-		c.event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.Drifted, "; ")))
+		c.events.Event(vr, false, "DriftCorrected", "Corrected drift: %s", truncate(strings.Join(out.Drifted, "; ")))
 	}
 	if len(out.NewDrift) > 0 {
-		c.event(vr, true, "DriftDetected", "Found drift and left it in place (spec.driftPolicy is Report): %s", truncate(strings.Join(out.NewDrift, "; ")))
+		c.events.Event(vr, true, "DriftDetected", "Found drift and left it in place (spec.driftPolicy is Report): %s", truncate(strings.Join(out.NewDrift, "; ")))
 	}
 	if len(out.Kept) > 0 {
-		c.event(vr, false, "Kept", "Kept %s that left the manifest, as their annotation %s asks, without Vidra's marks: %s",
+		c.events.Event(vr, false, "Kept", "Kept %s that left the manifest, as their annotation %s asks, without Vidra's marks: %s",
 			wording.Count(len(out.Kept), "object"), v1alpha1.PrunePolicyAnnotation, truncate(strings.Join(out.Kept, ", ")))
 	}
 	// Restored objects have their own Event; Applied tells of the rest,
@@ -216,19 +216,19 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 		if out.Recreated > 0 {
 			how += fmt.Sprintf(", %d recreated for spec.force", out.Recreated)
 		}
-		c.event(vr, false, "Applied", "Applied %s (%s); %d managed", wording.Count(created+configured, "object"), how, len(out.Inventory))
+		c.events.Event(vr, false, "Applied", "Applied %s (%s); %d managed", wording.Count(created+configured, "object"), how, len(out.Inventory))
 	}
 	if len(out.Pruned) > 0 {
-		c.event(vr, false, "Pruned", "Pruned %s: %s", wording.Count(len(out.Pruned), "object"), truncate(strings.Join(out.Pruned, ", ")))
+		c.events.Event(vr, false, "Pruned", "Pruned %s: %s", wording.Count(len(out.Pruned), "object"), truncate(strings.Join(out.Pruned, ", ")))
 	}
 	if len(out.Released) > 0 {
-		c.event(vr, false, "Released", "Released %s that left the manifest, without deleting them (spec.prune is false); Vidra's marks removed: %s",
+		c.events.Event(vr, false, "Released", "Released %s that left the manifest, without deleting them (spec.prune is false); Vidra's marks removed: %s",
 			wording.Count(len(out.Released), "object"), truncate(strings.Join(out.Released, ", ")))
 	}
 	// Another writer fighting over a field: one Warning when it starts.
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond != nil && cond.Reason == v1alpha1.ReasonFieldConflict {
 		if prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionConflict); prev == nil || prev.Reason != cond.Reason {
-			c.event(vr, true, "Conflict", "%s", cond.Message)
+			c.events.Event(vr, true, "Conflict", "%s", cond.Message)
 		}
 	}
 	if len(out.Errs) == 0 {
@@ -240,7 +240,7 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 		return
 	}
 	if held := apply.HeldMessage(out.Held); held != "" {
-		c.event(vr, true, v1alpha1.ReasonPruneHeld, "%s", held)
+		c.events.Event(vr, true, v1alpha1.ReasonPruneHeld, "%s", held)
 	}
 	reason := "ApplyFailed"
 	switch {
@@ -251,7 +251,7 @@ func (c *Controller) recordEvents(r *apply.Pass, st *v1alpha1.VidraResourceStatu
 		// or a prune, whose reason says more than ApplyFailed.
 		reason = cur.Reason
 	}
-	c.event(vr, true, reason, "%s", cur.Message)
+	c.events.Event(vr, true, reason, "%s", cur.Message)
 }
 
 // writeSuspended records that the resource is suspended, once.
@@ -270,7 +270,7 @@ func (c *Controller) writeSuspended(ctx context.Context, vr *v1alpha1.VidraResou
 	if equality.Semantic.DeepEqual(vr.Status, *st) {
 		return nil
 	}
-	c.event(vr, false, "Suspended", "Reconciliation suspended")
+	c.events.Event(vr, false, "Suspended", "Reconciliation suspended")
 	vr.Status = *st
 	return c.updateStatus(ctx, vr)
 }
@@ -327,7 +327,7 @@ func (c *Controller) writeBlocked(ctx context.Context, vr *v1alpha1.VidraResourc
 		return nil
 	}
 	if prev := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady); prev == nil || prev.Reason != b.reason || prev.Message != truncate(b.message) {
-		c.event(vr, b.stalled, b.reason, "%s", truncate(b.message))
+		c.events.Event(vr, b.stalled, b.reason, "%s", truncate(b.message))
 	}
 	vr.Status = *st
 	return c.updateStatus(ctx, vr)

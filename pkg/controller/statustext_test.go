@@ -167,7 +167,7 @@ func TestEventsAreCutAsMessagesAre(t *testing.T) {
 	vr := newVR(operatorNS, "app", configMapManifest)
 	f := newFixture(t, []*v1alpha1.VidraResource{vr})
 	c := f.newController()
-	c.event(vr, true, "CleanupSkipped", "left as they are: %v", errors.New(strings.Repeat("é", 30000)))
+	c.events.Event(vr, true, "CleanupSkipped", "left as they are: %v", errors.New(strings.Repeat("é", 30000)))
 	e := <-f.recorder.Events
 	if len(e) > maxMessage+len("Warning CleanupSkipped ") || !utf8.ValidString(e) || !strings.HasSuffix(e, "...") {
 		t.Errorf("an Event of %d bytes: %.80q", len(e), e)

@@ -30,11 +30,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.dests.Release(key)
 	c.engine.Forget(key)
 	c.health.forget(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lastTrigger, key)
-	delete(c.putOffKeys, key)
-	delete(c.triggers, key)
+	c.queue.Drop(key)
 }
 
 // syncResult tells processNextWorkItem when to come back.
@@ -170,7 +166,7 @@ func (c *Controller) leavePreviousCluster(ctx context.Context, pass *apply.Pass)
 	target, err := c.dests.Resolve(ctx, old)
 	switch {
 	case err != nil && destination.IsSecretGone(err):
-		c.event(pass.VR, true, "LeftBehind", "The destination moved and the previous one cannot be reached any more (%v); left behind there: %s",
+		c.events.Event(pass.VR, true, "LeftBehind", "The destination moved and the previous one cannot be reached any more (%v); left behind there: %s",
 			err, truncate(apply.InventoryNames(pass.Inventory)))
 		pass.Inventory, pass.Out.Inventory = nil, nil
 		return true

@@ -211,16 +211,19 @@ func (f *fixture) newController() *Controller {
 	vrInformer := factory.Infrahub().V1alpha1().VidraResources()
 	cfg := config.Default()
 	cfg.RequeueAfter, cfg.Jitter = syncInterval, 0
-	c, err := NewController(ctx, Clients{
-		Kube: f.kube, Vidra: f.vidra, Dynamic: f.dynamic, Metadata: f.meta, Discovery: f.kube.Discovery(),
-	}, vrInformer, Options{
-		Namespace:        operatorNS,
-		Config:           func() *config.Config { return cfg },
-		Recorder:         f.recorder,
-		Clock:            f.clock,
-		ReconcileTimeout: f.reconcileTimeout,
-		PartialView:      f.partialView,
+	clients := Clients{Kube: f.kube, Vidra: f.vidra, Dynamic: f.dynamic, Metadata: f.meta, Discovery: f.kube.Discovery()}
+	parts, err := NewParts(ctx, clients, vrInformer.Lister(), PartsOptions{
+		Namespace:   operatorNS,
+		Config:      func() *config.Config { return cfg },
+		Recorder:    f.recorder,
+		Clock:       f.clock,
+		PartialView: f.partialView,
 	})
+	if err != nil {
+		cancel()
+		f.t.Fatal(err)
+	}
+	c, err := NewController(ctx, clients, vrInformer, parts, Options{Recorder: f.recorder, ReconcileTimeout: f.reconcileTimeout})
 	if err != nil {
 		cancel()
 		f.t.Fatal(err)

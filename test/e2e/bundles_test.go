@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -192,7 +193,10 @@ func testBundle(t *testing.T, bc bundleCase) {
 	if err := vidra.InfrahubV1alpha1().VidraResources(ns).Delete(t.Context(), bc.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, vrResource, ns, bc.name, "was deleted")
+	// A bundle's deletion sends a request or two per object (60 for Argo
+	// CD) and waits for its CRDs' finalizers: while other suites load the
+	// machine, that takes longer than one object's wait.
+	pollObjectWithin(t, 3*time.Minute, dyn, "", vrResource, ns, bc.name, "was deleted", func(obj *unstructured.Unstructured) bool { return obj == nil })
 	waitGone(t, crds, "", bc.crd, "was deleted with the resource")
 	waitGone(t, deployments, bc.deploymentNS, bc.deployment, "was deleted with the resource")
 	for _, ref := range vr.Spec.ManifestFrom {

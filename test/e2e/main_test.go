@@ -190,8 +190,15 @@ func waitGoneIn(t *testing.T, client dynamic.Interface, where string, gvr schema
 // condition is handed a nil object.
 func pollObject(t *testing.T, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string, done func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
+	return pollObjectWithin(t, time.Minute, client, where, gvr, ns, name, what, done)
+}
+
+// pollObjectWithin is pollObject with a deadline of its own, for the waits
+// whose work grows with a bundle (waitBundleGone).
+func pollObjectWithin(t *testing.T, deadline time.Duration, client dynamic.Interface, where string, gvr schema.GroupVersionResource, ns, name, what string, done func(obj *unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
 	var last *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
 		obj, err := client.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			obj, err = nil, nil

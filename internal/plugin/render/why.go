@@ -206,13 +206,13 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	case readyCond.Reason == v1alpha1.ReasonDependencyNotReady:
 		return "when the dependency becomes Ready: Vidra is woken at once, no retry timer is involved"
 	case readyCond.Reason == v1alpha1.ReasonProgressing && vr.Spec.Wait && vr.Status.HealthCheckStartTime != nil:
-		deadline := vr.Status.HealthCheckStartTime.Add(timeout(vr))
+		deadline := vr.Status.HealthCheckStartTime.Add(vr.EffectiveTimeout())
 		left := "passed"
 		if deadline.After(now) {
 			left = "in " + Age(now, deadline)
 		}
 		return fmt.Sprintf("when an object's health changes (Vidra is woken at once); the wait for health gives up at %s (%s, spec.timeout %s)",
-			deadline.UTC().Format(time.RFC3339), left, timeout(vr))
+			deadline.UTC().Format(time.RFC3339), left, vr.EffectiveTimeout())
 	case readyCond.Reason == v1alpha1.ReasonHealthCheckFailed:
 		return "when an object's health changes: a later recovery still makes the resource Ready; a change of the spec starts a new wait"
 	case reconciling != nil && reconciling.Status == metav1.ConditionTrue:
@@ -224,14 +224,6 @@ func next(vr *v1alpha1.VidraResource, ready bool, now time.Time) string {
 	default:
 		return "after a change: Vidra does not retry this on its own; fix the resource (a new generation is reconciled at once), then `kubectl vidra reconcile " + target + "` if the fix was elsewhere" + periodic
 	}
-}
-
-// timeout is spec.timeout, or its default.
-func timeout(vr *v1alpha1.VidraResource) time.Duration {
-	if vr.Spec.Timeout != nil {
-		return vr.Spec.Timeout.Duration
-	}
-	return 5 * time.Minute
 }
 
 // WriteExplanation writes x for a person, on one screen.

@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package wakequeue
 
 import (
 	"sync"
@@ -124,35 +124,3 @@ func (l namespaceBucketLimiter) When(key cache.ObjectName) time.Duration {
 func (l namespaceBucketLimiter) Forget(cache.ObjectName) {}
 
 func (l namespaceBucketLimiter) NumRequeues(cache.ObjectName) int { return 0 }
-
-// newQueue builds the work queue: fair between namespaces (fairQueue), and
-// every retry rate-limited.
-//
-// Per-item exponential backoff from 200ms to 5m: an unknown kind or an
-// unreachable destination is retried soon, then ever more patiently. A
-// bucket per namespace keeps a burst of failures (a CRD deleted under
-// hundreds of a tenant's resources) from hammering the API server, without
-// making other namespaces' retries wait behind it.
-//
-// The limiter is returned too: handleErr asks it for a retry's delay itself,
-// to record when the retry is due beside the key. Both tell time by
-// opts.Clock, which must be set (NewController sets it).
-func newQueue(storage *fairQueue, opts Options) (workqueue.TypedRateLimitingInterface[cache.ObjectName], workqueue.TypedRateLimiter[cache.ObjectName]) {
-	name := "vidraresources"
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](200*time.Millisecond, 5*time.Minute),
-		newNamespaceBucketLimiter(opts.Clock, 20, 200),
-	)
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		limiter,
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
-			Clock: opts.Clock,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-				Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics,
-				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
-					Name: name, Clock: opts.Clock, MetricsProvider: opts.QueueMetrics, Queue: storage,
-				}),
-			}),
-		},
-	), limiter
-}

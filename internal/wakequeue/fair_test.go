@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package wakequeue
 
 import (
 	"fmt"
@@ -20,17 +20,16 @@ func keyIn(ns string, i int) cache.ObjectName {
 // FIFO allows: 50 keys of one tenant queued ahead of another's key. Through
 // the real work queue, the other namespace's key is handed out second.
 func TestBacklogOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
-	fair := newFairQueue()
-	q, _ := newQueue(fair, Options{Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0))})
+	q := New(Options{Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0))})
 	defer q.ShutDown()
 	for i := range 50 {
-		q.Add(keyIn("noisy", i))
+		q.Add(keyIn("noisy", i), TriggerEvent)
 	}
-	q.Add(keyIn("quiet", 0))
+	q.Add(keyIn("quiet", 0), TriggerEvent)
 	var got []cache.ObjectName
 	for range 2 {
-		k, _ := q.Get()
-		got = append(got, k)
+		it, _ := q.Get()
+		got = append(got, it.Key)
 	}
 	if got[0].Namespace != "noisy" || got[1] != keyIn("quiet", 0) {
 		t.Fatalf("first two keys handed out = %v, want one of noisy's, then quiet/vr-0", got)

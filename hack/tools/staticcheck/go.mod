@@ -1,0 +1,16 @@
+// staticcheck for make verify (hack/verify-staticcheck.sh). Its own
+// module: its dependencies must not enter the operator's go.mod nor the
+// other tools'.
+module github.com/vidra-operator/vidra/hack/tools/staticcheck
+
+go 1.26.0
+
+require honnef.co/go/tools v0.8.2
+
+require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+)

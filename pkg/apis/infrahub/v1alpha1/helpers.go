@@ -1,0 +1,39 @@
+// Copyright The Vidra Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import "time"
+
+// The meaning of a spec field that more than one part of Vidra reads is
+// said once, here: the operator, kubectl vidra and the InfrahubSync
+// controller ask these rather than read the field.
+
+// DefaultTimeout is how long spec.wait waits for the objects of a new
+// manifest when spec.timeout is not set.
+const DefaultTimeout = 5 * time.Minute
+
+// EffectiveTimeout is how long spec.wait waits for the objects of a new
+// manifest to be healthy: spec.timeout, or DefaultTimeout when it is unset
+// or not positive (the schema refuses that; a resource stored under a CRD
+// without the validation may still carry it).
+func (vr *VidraResource) EffectiveTimeout() time.Duration {
+	if t := vr.Spec.Timeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return DefaultTimeout
+}
+
+// ReportsDrift reports whether drift of the resource's objects is listed
+// in its status and left alone (spec.driftPolicy Report) rather than
+// corrected.
+func (vr *VidraResource) ReportsDrift() bool { return vr.Spec.DriftPolicy == DriftPolicyReport }
+
+// DefaultNamespace is where the namespaced objects of the manifest that
+// name no namespace go: spec.destination.namespace, or the resource's own.
+func (vr *VidraResource) DefaultNamespace() string {
+	if ns := vr.Spec.Destination.Namespace; ns != "" {
+		return ns
+	}
+	return vr.Namespace
+}
