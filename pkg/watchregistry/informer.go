@@ -195,7 +195,7 @@ func (e *entry[K]) notices(skip func(K) bool) []notice[K] {
 func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *entry[K] {
 	e := &entry[K]{
 		ref:     ref,
-		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace),
+		log:     r.log.WithValues("cluster", ref.Cluster, "gvr", ref.GVR.String(), "namespace", ref.Namespace, "labelSelector", ref.LabelSelector),
 		clients: c,
 		state:   StatePending,
 		refs:    map[Ref]map[K]struct{}{},
@@ -220,6 +220,15 @@ func (r *Registry[K]) bareEntry(ref Ref, c *clusterClients, prev *entry[K]) *ent
 // were told carries over.
 func (r *Registry[K]) newEntry(ref Ref, c *clusterClients, prev *entry[K]) (*entry[K], error) {
 	e := r.bareEntry(ref, c, prev)
+	if ref.LabelSelector != "" {
+		// A scope of its own, which the registry's selectors do not change.
+		p, err := r.newPart(e, ref.LabelSelector)
+		if err != nil {
+			return nil, err
+		}
+		e.parts = append(e.parts, p)
+		return e, nil
+	}
 	for _, sel := range r.selectors {
 		p, err := r.newPart(e, sel)
 		if err != nil {
@@ -511,8 +520,8 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 	}
 }
 
-// takeOverLocked moves the namespaced refs of wide's cluster and resource
-// to wide, a synced all-namespaces informer, from their own informers, and
+// takeOverLocked moves the namespaced refs of wide's cluster, resource and
+// label selector to wide, a synced all-namespaces informer, from their own informers, and
 // stops those. The owners of the ones that were still pending, or had
 // failed, are added to wake: their reads failed. Failed ones are taken over
 // too, rather than left to their retry or their owners' next Track: a retry
@@ -520,7 +529,7 @@ func (r *Registry[K]) syncedLocked(e *entry[K]) {
 // either the ref would report a failure that a synced cache could serve.
 func (r *Registry[K]) takeOverLocked(wide *entry[K], wake map[K]struct{}) {
 	for ref, n := range r.entries {
-		if n == wide || ref.Namespace == "" || ref.Cluster != wide.ref.Cluster || ref.GVR != wide.ref.GVR {
+		if n == wide || ref.Namespace == "" || ref.allNamespaces() != wide.ref {
 			continue
 		}
 		if n.state != StateSynced {

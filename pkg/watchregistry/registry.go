@@ -587,7 +587,7 @@ func (r *Registry[K]) SetCluster(name string, dyn dynamic.Interface, md metadata
 	r.clusters[name] = c
 	var tell []notice[K]
 	if replaced {
-		tell = r.stopClusterLocked(name)
+		tell = r.stopClusterLocked(name, false)
 	}
 	r.mu.Unlock()
 	r.log.V(1).Info("Cluster clients set", "cluster", name, "replaced", replaced, "budget", c.budget != nil)
@@ -603,7 +603,7 @@ func (r *Registry[K]) RemoveCluster(name string) {
 	delete(r.clusters, name)
 	var tell []notice[K]
 	if known {
-		tell = r.stopClusterLocked(name)
+		tell = r.stopClusterLocked(name, false)
 	}
 	r.mu.Unlock()
 	r.log.V(1).Info("Cluster removed", "cluster", name)
@@ -663,7 +663,7 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 		r.selectors = want
 		var tell []notice[K]
 		for name := range r.clusters {
-			tell = append(tell, r.stopClusterLocked(name)...)
+			tell = append(tell, r.stopClusterLocked(name, true)...)
 		}
 		r.mu.Unlock()
 		r.log.V(1).Info("Label selectors changed; informers restarted", "selectors", want, "owners", len(tell))
@@ -674,8 +674,9 @@ func (r *Registry[K]) SetLabelSelectors(selectors ...string) error {
 	var tell []notice[K]
 	wake := map[*entry[K]][]K{}
 	for _, e := range r.entries {
-		if e.state.failed() {
-			// Replaced, with every selector, when tracked again.
+		if e.state.failed() || e.ref.LabelSelector != "" {
+			// Replaced, with every selector, when tracked again; or
+			// scoped by its ref's own selector.
 			continue
 		}
 		for _, sel := range added {
@@ -744,7 +745,7 @@ func (r *Registry[K]) Prepare(selectors ...string) error {
 	r.prepared = want
 	var tell []notice[K]
 	for _, e := range r.entries {
-		if e.state.failed() {
+		if e.state.failed() || e.ref.LabelSelector != "" {
 			continue
 		}
 		if err := r.prepareLocked(e, want); err != nil {
@@ -787,11 +788,13 @@ func parseSelectors(selectors []string) ([]string, error) {
 
 // stopClusterLocked stops every informer of the cluster and returns the
 // owners to tell. Refs with owners stay bound, as StateStopped, so that
-// State and Get explain what happened until the owners track anew.
-func (r *Registry[K]) stopClusterLocked(name string) []notice[K] {
+// State and Get explain what happened until the owners track anew. With
+// scopeOnly, the informers of refs with a label selector of their own,
+// which the registry's scope does not concern, keep running.
+func (r *Registry[K]) stopClusterLocked(name string, scopeOnly bool) []notice[K] {
 	var tell []notice[K]
 	for ref, e := range r.entries {
-		if ref.Cluster != name {
+		if ref.Cluster != name || (scopeOnly && ref.LabelSelector != "") {
 			continue
 		}
 		e.stopLocked(StateStopped, nil)
