@@ -58,7 +58,7 @@ func TestInterestBySelectorSeesObjectsOutsideTheRegistryScope(t *testing.T) {
 		})
 	}
 	// team-a was created after other-team: its event is the barrier.
-	if n := len(filter(rec.since(pos), forObject("other-team"))); n != 0 {
+	if n := len(filterRecords(rec.since(pos), forObject("other-team"))); n != 0 {
 		t.Fatalf("%d events of a ConfigMap the selector does not select:\n%s", n, rec.dump(pos))
 	}
 	if _, err := r.Get(ref, ns, "team-a"); err != nil {
@@ -106,14 +106,4 @@ func TestRefWithASelectorNotInCanonicalFormIsRefused(t *testing.T) {
 	if err := r.Track("o", []watchregistry.Ref{{GVR: configMaps, LabelSelector: "a=1,b=2"}}); err == nil || strings.Contains(err.Error(), "selector") {
 		t.Fatalf("Track of a canonical selector: %v, want the unknown cluster's error", err)
 	}
-}
-
-func filter(recs []record, pred func(record) bool) []record {
-	var out []record
-	for _, r := range recs {
-		if pred(r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }
