@@ -6,7 +6,6 @@ package fake_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,36 +42,15 @@ func TestInterestBySelectorListsWhatTheRegistryScopeDoesNot(t *testing.T) {
 	}
 
 	in := watchregistry.NewInterests[string]()
-	evs := events{ch: make(chan watchregistry.Event, 16)}
-	reg, err := watchregistry.New(watchregistry.Options[string]{
+	ctx, reg, evs := startRegistry(t, watchregistry.Options[string]{
 		LabelSelector: "app.kubernetes.io/managed-by=me",
 		Map:           in.Map(nil),
-		Enqueue:       func(_ string, ev watchregistry.Event) { evs.ch <- ev },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.SetCluster("", dyn, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-reg.Done() }()
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	}, dyn, nil)
 	refs := in.Set("owner", []watchregistry.Interest{{
 		Ref:      watchregistry.Ref{GVR: configMaps, Namespace: "ns"},
 		Selector: labels.SelectorFromSet(labels.Set{"team": "a"}),
 	}})
-	if err := reg.Track("owner", refs); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
-	defer waitCancel()
-	if err := reg.WaitForSync(waitCtx, refs[0]); err != nil {
-		t.Fatal(err)
-	}
-	if ev := evs.next(t, "the initial list"); ev.Type != watchregistry.EventInitialList {
-		t.Fatalf("first event %s, want InitialList", ev.Type)
-	}
+	trackListed(ctx, t, reg, evs, refs...)
 	if _, err := reg.Get(refs[0], "ns", "team-a"); err != nil {
 		t.Fatalf("Get of the selected ConfigMap: %v", err)
 	}
