@@ -23,14 +23,17 @@ func foreignConfigMap(ns, name, team string) *corev1.ConfigMap {
 // TestInterestBySelectorSeesObjectsOutsideTheRegistryScope: a registry
 // scoped to the objects it manages wakes the owners of an interest by a
 // label selector for objects of that selector it does not manage, through
-// one informer shared by the owners, which a change of the registry's scope
-// leaves running and which stops once its last owner has left.
+// one informer shared by the owners, which charges the cluster's budget,
+// which a change of the registry's scope leaves running and which stops
+// once its last owner has left.
 func TestInterestBySelectorSeesObjectsOutsideTheRegistryScope(t *testing.T) {
 	c := newClients(t, controlPlane(t))
 	ns := newNamespace(t, c.cs)
 	in := watchregistry.NewInterests[string]()
 	rec := &recorder{}
 	r := startRegistry(t, c, watchregistry.Options[string]{Enqueue: rec.enqueue, Map: in.Map(testMap)})
+	budget := watchregistry.NewBudget(100)
+	r.SetCluster("", c.dyn, c.md, watchregistry.WithBudget(budget))
 
 	interest := []watchregistry.Interest{{
 		Ref:      watchregistry.Ref{GVR: configMaps, Namespace: ns},
@@ -64,6 +67,9 @@ func TestInterestBySelectorSeesObjectsOutsideTheRegistryScope(t *testing.T) {
 	if _, err := r.Get(ref, ns, "team-a"); err != nil {
 		t.Fatalf("Get of the selected ConfigMap: %v", err)
 	}
+	if n := budget.Used(); n != 1 {
+		t.Fatalf("the cluster's budget holds %d objects, want the one the selector selects", n)
+	}
 
 	// A new scope of the registry restarts its own informers, not this one.
 	if err := r.SetLabelSelectors(managedBy + "=someone-else"); err != nil {
@@ -84,6 +90,9 @@ func TestInterestBySelectorSeesObjectsOutsideTheRegistryScope(t *testing.T) {
 	in.Forget("o2")
 	r.Forget("o2")
 	waitState(t, r, ref, watchregistry.StateNotTracked)
+	if n := budget.Used(); n != 0 {
+		t.Fatalf("the cluster's budget holds %d objects once the informer stopped, want 0", n)
+	}
 	if snaps := r.Snapshots(); len(snaps) != 0 {
 		t.Fatalf("informers left once the interests are gone: %+v", snaps)
 	}
