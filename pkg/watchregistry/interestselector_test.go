@@ -4,6 +4,7 @@
 package watchregistry_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,7 +99,7 @@ func TestInterestBySelectorSeesObjectsOutsideTheRegistryScope(t *testing.T) {
 	}
 }
 
-func TestRefWithASelectorNotInCanonicalFormIsRefused(t *testing.T) {
+func TestRefWithAnInvalidSelectorIsRefused(t *testing.T) {
 	r, err := watchregistry.New(watchregistry.Options[string]{
 		Map:     func(watchregistry.Event) []string { return nil },
 		Enqueue: func(string, watchregistry.Event) {},
@@ -110,6 +111,18 @@ func TestRefWithASelectorNotInCanonicalFormIsRefused(t *testing.T) {
 		if err := r.Track("o", []watchregistry.Ref{{GVR: configMaps, LabelSelector: sel}}); err == nil {
 			t.Errorf("Track of a ref selected by %q succeeded, want an error", sel)
 		}
+	}
+	// Canonical, and too long for a request's URL.
+	var values []string
+	for i := range watchregistry.MaxRefSelectorBytes / 6 {
+		values = append(values, fmt.Sprintf("v%04d", i))
+	}
+	long := "a in (" + strings.Join(values, ",") + ")"
+	if sel, err := labels.Parse(long); err != nil || sel.String() != long {
+		t.Fatalf("the long selector is not canonical: %v", err)
+	}
+	if err := r.Track("o", []watchregistry.Ref{{GVR: configMaps, LabelSelector: long}}); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("Track of a ref with a selector of %d bytes: %v, want it refused for its size", len(long), err)
 	}
 	// No cluster was given: the canonical selector passes, the cluster fails.
 	if err := r.Track("o", []watchregistry.Ref{{GVR: configMaps, LabelSelector: "a=1,b=2"}}); err == nil || strings.Contains(err.Error(), "selector") {

@@ -61,6 +61,14 @@ func (r Ref) String() string {
 	return fmt.Sprintf("%s in %s of %s", res, scope, cluster)
 }
 
+// MaxRefSelectorBytes bounds Ref.LabelSelector.
+const MaxRefSelectorBytes = 4096
+
+func (r Ref) withoutSelector() Ref {
+	r.LabelSelector = ""
+	return r
+}
+
 // allNamespaces returns the ref of the same cluster and resource in all
 // namespaces: the informer that may serve r.
 func (r Ref) allNamespaces() Ref {
@@ -71,6 +79,11 @@ func (r Ref) allNamespaces() Ref {
 func (r Ref) validate() error {
 	if r.GVR.Version == "" || r.GVR.Resource == "" {
 		return fmt.Errorf("ref %s: GVR needs a version and a resource", r)
+	}
+	if len(r.LabelSelector) > MaxRefSelectorBytes {
+		// Every list and watch of the informer carries it in its URL: a
+		// selector taken from a user must not grow requests without bound.
+		return fmt.Errorf("ref %s: label selector of %d bytes, more than %d", r.withoutSelector(), len(r.LabelSelector), MaxRefSelectorBytes)
 	}
 	if r.LabelSelector != "" {
 		sel, err := labels.Parse(r.LabelSelector)
