@@ -16,6 +16,12 @@
 // (Pdeathsig), and stale directories of dead runs are removed by the next
 // Start.
 //
+// The control plane itself is package
+// github.com/vidra-operator/vidra/pkg/watchregistry/controlplane, which the
+// registry's module ships for the operators of others; testenv names it for
+// Vidra (Name), finds the repository's binaries, and adds what only Vidra's
+// tests need: its CRDs, the operator as a process, metrics, tenants.
+//
 // Tests use it from TestMain through RunMain, one control plane per test
 // package, isolating themselves by namespace. hack/localup uses it to give a
 // person a control plane and a kubeconfig.

@@ -5,8 +5,8 @@ package testenv
 
 import (
 	"context"
-	"os"
-	"syscall"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,37 +137,6 @@ func TestDeletedNamespaceFinishesTerminating(t *testing.T) {
 	}
 }
 
-// TestStopLeavesNothingBehind starts a second control plane so that the
-// package's shared one keeps serving the other tests.
-func TestStopLeavesNothingBehind(t *testing.T) {
-	e, err := Start(t.Context(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, ports, dir := e.PIDs(), e.Ports(), e.Dir
-	if len(pids) != 3 {
-		t.Fatalf("pids = %v, want etcd, kube-apiserver and kube-controller-manager", pids)
-	}
-	if err := e.Healthy(); err != nil {
-		t.Fatal(err)
-	}
-	e.Stop()
-	e.Stop() // idempotent
-	for name, pid := range pids {
-		if err := syscall.Kill(pid, 0); err == nil {
-			t.Errorf("%s (pid %d) still running after Stop", name, pid)
-		}
-	}
-	for _, port := range ports {
-		if !portFree(port) {
-			t.Errorf("port %d still in use after Stop", port)
-		}
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s still exists after Stop (stat: %v)", dir, err)
-	}
-}
-
 func TestAPIServerRestartKeepsState(t *testing.T) {
 	ctx := t.Context()
 	cs := clientset(t)
@@ -187,12 +156,10 @@ func TestAPIServerRestartKeepsState(t *testing.T) {
 	}
 }
 
-func TestListensOnDetectsForeignPort(t *testing.T) {
-	port := env.Ports()[0] // etcd's client port
-	if ok, err := listensOn(env.PIDs()["etcd"], port); err != nil || !ok {
-		t.Fatalf("listensOn(etcd, %d) = %v, %v; want true", port, ok, err)
-	}
-	if ok, err := listensOn(os.Getpid(), port); err != nil || ok {
-		t.Fatalf("listensOn(self, %d) = %v, %v; want false", port, ok, err)
+// TestEnvIsNamedForTheHarness: the directory of the harness's control plane
+// is named for it, so that its stale leftovers are the harness's to remove.
+func TestEnvIsNamedForTheHarness(t *testing.T) {
+	if base := filepath.Base(env.Dir); !strings.HasPrefix(base, Name+"-") {
+		t.Fatalf("control plane directory %s, want a name starting with %s-", base, Name)
 	}
 }

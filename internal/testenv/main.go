@@ -5,14 +5,11 @@ package testenv
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/vidra-operator/vidra/pkg/watchregistry/controlplane"
 )
 
 // RunMain starts one control plane for a test package, stores it in *env for
@@ -25,7 +22,7 @@ import (
 // Each setup runs once the control plane is up (to install CRDs or start an
 // operator); the func it returns runs after the tests, before teardown.
 func RunMain(m *testing.M, env **Env, opts Options, setups ...func(context.Context, *Env) (func(), error)) {
-	os.Exit(runMain(m, env, opts, setups))
+	controlplane.RunMain(m, env, withDefaults(opts), setups...)
 }
 
 // RunMainShort is RunMain for a package whose tests are in part pure (no
@@ -35,12 +32,7 @@ func RunMain(m *testing.M, env **Env, opts Options, setups ...func(context.Conte
 // with -short, and hack/unit-packages.sh lists the packages whose TestMain
 // calls it.
 func RunMainShort(m *testing.M, env **Env, opts Options, setups ...func(context.Context, *Env) (func(), error)) {
-	// testing.Short reads the flags, which m.Run would parse only later.
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	RunMain(m, env, opts, setups...)
+	controlplane.RunMainShort(m, env, withDefaults(opts), setups...)
 }
 
 // Need returns the admin configuration of env, the control plane of
@@ -49,47 +41,5 @@ func RunMainShort(m *testing.M, env **Env, opts Options, setups ...func(context.
 // that started none, and fails it.
 func Need(t testing.TB, env *Env) *rest.Config {
 	t.Helper()
-	if env != nil {
-		return env.Config
-	}
-	if testing.Short() {
-		t.Skip("needs a control plane, which go test -short does not start")
-	}
-	t.Fatal("no control plane: TestMain started none")
-	return nil
-}
-
-func runMain(m *testing.M, env **Env, opts Options, setups []func(context.Context, *Env) (func(), error)) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e, err := Start(ctx, opts)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start control plane: %v\n", err)
-		return 1
-	}
-	*env = e
-	defer e.Stop()
-
-	// An interrupted run (Ctrl-C, go test -timeout's SIGQUIT is not caught)
-	// still tears the control plane down.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if _, ok := <-sigs; ok {
-			e.Stop()
-			os.Exit(1)
-		}
-	}()
-	for _, setup := range setups {
-		cleanup, err := setup(ctx, e)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "set up tests: %v\n", err)
-			return 1
-		}
-		if cleanup != nil {
-			defer cleanup()
-		}
-	}
-	return m.Run()
+	return controlplane.Need(t, env)
 }

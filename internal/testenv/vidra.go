@@ -6,7 +6,6 @@ package testenv
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vidra-operator/vidra/pkg/watchregistry/controlplane"
 )
 
 // BuildVidra compiles cmd/vidra of the repository into path, with the race
@@ -56,7 +57,7 @@ type VidraProcess struct {
 	// LogPath is the file that receives the operator's stdout and stderr.
 	LogPath string
 
-	proc *process
+	proc *controlplane.Process
 }
 
 // VidraOptions configure StartVidra.
@@ -79,11 +80,11 @@ type VidraOptions struct {
 // StartVidra starts the operator with free loopback ports for /metrics and
 // the probes. The kernel kills it if the calling process dies.
 func StartVidra(opts VidraOptions) (*VidraProcess, error) {
-	metricsPort, err := freePort()
+	metricsPort, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	probePort, err := freePort()
+	probePort, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func StartVidra(opts VidraOptions) (*VidraProcess, error) {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 	}, opts.Args...)
-	proc, err := startLogged("vidra", opts.Binary, "", opts.LogPath, args, opts.Env)
+	proc, err := controlplane.StartProcess("vidra", opts.Binary, "", opts.LogPath, args, opts.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -107,20 +108,14 @@ func StartVidra(opts VidraOptions) (*VidraProcess, error) {
 }
 
 // PID is the operator's process ID.
-func (p *VidraProcess) PID() int { return p.proc.pid() }
+func (p *VidraProcess) PID() int { return p.proc.PID() }
 
 // Alive reports whether the process still runs.
-func (p *VidraProcess) Alive() bool { return p.proc.alive() }
+func (p *VidraProcess) Alive() bool { return p.proc.Alive() }
 
 // Signal sends sig to the process; signalling an exited process is no error.
 func (p *VidraProcess) Signal(sig syscall.Signal) error {
-	if !p.Alive() {
-		return nil
-	}
-	if err := p.proc.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("signal vidra (pid %d): %w", p.PID(), err)
-	}
-	return nil
+	return p.proc.Signal(sig)
 }
 
 // Wait waits for the process to exit, up to timeout, and returns how it
@@ -128,13 +123,13 @@ func (p *VidraProcess) Signal(sig syscall.Signal) error {
 func (p *VidraProcess) Wait(timeout time.Duration) error {
 	// An exited process answers even with a zero timeout.
 	select {
-	case <-p.proc.exited:
-		return p.proc.waitErr
+	case <-p.proc.Exited():
+		return p.proc.ExitErr()
 	default:
 	}
 	select {
-	case <-p.proc.exited:
-		return p.proc.waitErr
+	case <-p.proc.Exited():
+		return p.proc.ExitErr()
 	case <-time.After(timeout):
 		return fmt.Errorf("vidra (pid %d) still running after %s", p.PID(), timeout)
 	}
@@ -142,10 +137,10 @@ func (p *VidraProcess) Wait(timeout time.Duration) error {
 
 // Stop ends the process: SIGTERM, then SIGKILL after grace. It is safe to
 // call on an exited process and from a cleanup.
-func (p *VidraProcess) Stop(grace time.Duration) { p.proc.stop(grace) }
+func (p *VidraProcess) Stop(grace time.Duration) { p.proc.Stop(grace) }
 
 // Kill sends SIGKILL and waits until the process is gone.
-func (p *VidraProcess) Kill() { p.proc.kill() }
+func (p *VidraProcess) Kill() { p.proc.Kill() }
 
 // WaitReady polls /readyz until it answers 200, failing early when the
 // process exits.
@@ -153,7 +148,7 @@ func (p *VidraProcess) WaitReady(ctx context.Context, timeout time.Duration) err
 	client := &http.Client{Timeout: time.Second}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if !p.Alive() {
-			return false, fmt.Errorf("vidra exited: %v", p.proc.waitErr)
+			return false, fmt.Errorf("vidra exited: %v", p.proc.ExitErr())
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ProbeURL+"/readyz", nil)
 		if err != nil {
@@ -168,7 +163,7 @@ func (p *VidraProcess) WaitReady(ctx context.Context, timeout time.Duration) err
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("vidra (pid %d) not ready: %w; log tail:\n%s", p.PID(), err, p.proc.logTail(20))
+		return fmt.Errorf("vidra (pid %d) not ready: %w; log tail:\n%s", p.PID(), err, p.proc.LogTail(20))
 	}
 	return nil
 }

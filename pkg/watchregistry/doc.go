@@ -62,9 +62,12 @@
 // namespace and name, or the objects a label selector selects, within a
 // Ref. Interests.Set returns the refs to Track, and Interests.Map, as
 // Options.Map, maps each event to the interested owners; the operator keeps
-// no index of its own. An interest sees what the registry's informers cache
-// in full, so a registry for objects the operator does not label runs
-// without a label selector (MetadataOnly keeps it small).
+// no index of its own. An interest by a label selector gets an informer of
+// that selector (Ref.LabelSelector), shared by the interests that name it,
+// so it sees the objects others label whatever the registry's own scope;
+// an interest by name sees what the registry's informers cache in full, so
+// a registry naming objects the operator does not label runs without a
+// label selector (MetadataOnly keeps it small).
 //
 // # What is delivered
 //
@@ -102,7 +105,8 @@
 // # Memory
 //
 // Every informer is scoped by Options.LabelSelector, so only managed objects
-// are cached. SetLabelSelectors changes the scope at run time; adding
+// are cached; the informer of a ref with a LabelSelector of its own is
+// scoped by that one instead. SetLabelSelectors changes the scope at run time; adding
 // selectors adds an informer per selector and ref, and lists only the
 // objects they add; Prepare lists them ahead, out of sight until
 // SetLabelSelectors adds them. By default each object is trimmed before caching by

@@ -26,7 +26,10 @@ type Interest struct {
 	// Selector, when Name is empty, selects the objects of Ref by label;
 	// nil or empty selects every object of Ref. It is matched against both
 	// the old and the new labels of an update, so an object leaving the
-	// selection wakes the owner too.
+	// selection wakes the owner too. A selector that is not empty gets an
+	// informer of its own (Set returns Ref with it as Ref.LabelSelector),
+	// shared by the interests of the same selector and Ref: it lists the
+	// objects it selects whether or not the registry's selectors do.
 	Selector labels.Selector
 }
 
@@ -41,12 +44,14 @@ type Interest struct {
 //	reg.Track(cm, refs)
 //
 // Set before Track: an event that arrives between them then finds the
-// owner. An owner is woken for its interests only among the objects the
-// registry sees: those its informers list (Options.LabelSelector and
-// SetLabelSelectors) and Options.Keep lets through in full; a stub (Keep,
-// Charge) maps to no one. A registry that serves interests in objects it
-// does not label therefore runs with a selector that selects them, or
-// none; the interest's own Selector then narrows what wakes each owner.
+// owner. An interest by a label selector is served by an informer of that
+// selector (see Interest.Selector), so one registry serves the objects an
+// operator labels, in its own scope, and those others label. An interest
+// by name, or with an empty selector, sees the objects of the registry's
+// scope (Options.LabelSelector and SetLabelSelectors): a registry that
+// names objects it does not label runs with a selector that selects them,
+// or none. Either way only what Options.Keep lets through in full wakes an
+// owner; a stub (Keep, Charge) maps to no one.
 type Interests[K comparable] struct {
 	mu sync.RWMutex
 	// byName indexes the interests in one object; bySelector the others,
@@ -75,14 +80,15 @@ func NewInterests[K comparable]() *Interests[K] {
 
 // Set replaces the owner's interests and returns the refs to Track for
 // them (with the owner's other refs, if any: Track replaces the owner's
-// whole set). An empty list forgets the owner.
+// whole set): each interest's Ref, with the interest's Selector as its
+// LabelSelector when that is not empty. An empty list forgets the owner.
 func (in *Interests[K]) Set(owner K, interests []Interest) []Ref {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.forgetLocked(owner)
 	refs := map[Ref]struct{}{}
 	for _, i := range interests {
-		refs[i.Ref] = struct{}{}
+		refs[i.watched()] = struct{}{}
 		if i.Name != "" {
 			k := interestKey{resourceOf(i.Ref), i.namespace(), i.Name}
 			if in.byName[k] == nil {
@@ -166,6 +172,17 @@ func (in *Interests[K]) Map(next func(Event) []K) func(Event) []K {
 		}
 		return owners
 	}
+}
+
+// watched is the ref whose informer serves the interest: Ref, scoped by
+// the interest's own selector when it has one.
+func (i Interest) watched() Ref {
+	if i.Name == "" && i.Selector != nil && !i.Selector.Empty() {
+		ref := i.Ref
+		ref.LabelSelector = i.Selector.String()
+		return ref
+	}
+	return i.Ref
 }
 
 func (i Interest) namespace() string {

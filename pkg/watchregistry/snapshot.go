@@ -92,5 +92,6 @@ func compareRefs(a, b Ref) int {
 		cmp.Compare(a.GVR.Group, b.GVR.Group),
 		cmp.Compare(a.GVR.Resource, b.GVR.Resource),
 		cmp.Compare(a.GVR.Version, b.GVR.Version),
-		cmp.Compare(a.Namespace, b.Namespace))
+		cmp.Compare(a.Namespace, b.Namespace),
+		cmp.Compare(a.LabelSelector, b.LabelSelector))
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Ref names what an owner needs watched: one resource of one cluster, in one
-// namespace or in all of them. The registry runs at most one informer per
+// namespace or in all of them, in the registry's scope or that of a label
+// selector of its own. The registry runs at most one informer per
 // distinct Ref, however many owners track it, and none for a namespaced Ref
 // that a running all-namespaces informer of the same cluster and resource
 // already covers.
@@ -26,6 +28,16 @@ type Ref struct {
 	// Namespace scopes the watch to one namespace; "" means all namespaces,
 	// and is the only valid scope for cluster-scoped resources.
 	Namespace string
+	// LabelSelector, when not empty, scopes the ref's informer to the
+	// objects it selects in place of the registry's scope
+	// (Options.LabelSelector, SetLabelSelectors, Prepare, which leave it
+	// alone): a ref that sees objects the registry's selectors do not
+	// list, such as those an Interest selects. It is part of the ref's
+	// identity: the owners tracking the same ref share its informer, and an
+	// all-namespaces ref serves the namespaced refs of its own selector
+	// only. It must be in the canonical form of labels.Selector.String(), so
+	// that one selector written two ways is not two informers.
+	LabelSelector string
 }
 
 // String renders the ref for logs and error messages, e.g.
@@ -43,7 +55,18 @@ func (r Ref) String() string {
 	if r.Cluster != "" {
 		cluster = "cluster " + r.Cluster
 	}
+	if r.LabelSelector != "" {
+		return fmt.Sprintf("%s selected by %q in %s of %s", res, r.LabelSelector, scope, cluster)
+	}
 	return fmt.Sprintf("%s in %s of %s", res, scope, cluster)
+}
+
+// MaxRefSelectorBytes bounds Ref.LabelSelector.
+const MaxRefSelectorBytes = 4096
+
+func (r Ref) withoutSelector() Ref {
+	r.LabelSelector = ""
+	return r
 }
 
 // allNamespaces returns the ref of the same cluster and resource in all
@@ -56,6 +79,20 @@ func (r Ref) allNamespaces() Ref {
 func (r Ref) validate() error {
 	if r.GVR.Version == "" || r.GVR.Resource == "" {
 		return fmt.Errorf("ref %s: GVR needs a version and a resource", r)
+	}
+	if len(r.LabelSelector) > MaxRefSelectorBytes {
+		// Every list and watch of the informer carries it in its URL: a
+		// selector taken from a user must not grow requests without bound.
+		return fmt.Errorf("ref %s: label selector of %d bytes, more than %d", r.withoutSelector(), len(r.LabelSelector), MaxRefSelectorBytes)
+	}
+	if r.LabelSelector != "" {
+		sel, err := labels.Parse(r.LabelSelector)
+		if err != nil {
+			return fmt.Errorf("ref %s: label selector: %w", r, err)
+		}
+		if sel.Empty() || sel.String() != r.LabelSelector {
+			return fmt.Errorf("ref %s: label selector not in its canonical form %q (labels.Selector.String())", r, sel.String())
+		}
 	}
 	return nil
 }

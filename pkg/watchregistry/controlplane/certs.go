@@ -53,7 +53,7 @@ func serial() (*big.Int, error) {
 // generateCredentials writes a CA, a serving certificate for the loopback
 // address, an admin client certificate in group system:masters and a service
 // account signing key pair into dir.
-func generateCredentials(dir string) (*credentials, error) {
+func generateCredentials(dir, name string) (*credentials, error) {
 	now := time.Now()
 	caKey, caKeyPEM, err := newKey()
 	if err != nil {
@@ -65,7 +65,7 @@ func generateCredentials(dir string) (*credentials, error) {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: "watchregistry-controlplane-ca"},
+		Subject:               pkix.Name{CommonName: name + "-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(7 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -108,7 +108,7 @@ func generateCredentials(dir string) (*credentials, error) {
 		return nil, err
 	}
 	adminCertPEM, adminKeyPEM, err := issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: "watchregistry-controlplane-admin", Organization: []string{"system:masters"}},
+		Subject:     pkix.Name{CommonName: name + "-admin", Organization: []string{"system:masters"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {

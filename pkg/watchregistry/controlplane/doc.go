@@ -15,6 +15,7 @@
 //	func TestX(t *testing.T) { cfg := controlplane.Need(t, env); ... }
 //
 // Each Env has a private directory with fresh credentials and ports, and
-// Stop removes it; Env.UserConfig-like helpers are left to the caller
-// (impersonation through rest.ImpersonationConfig needs none).
+// Stop removes it. Env.UserConfig gives a client of any user and groups,
+// with a certificate of the Env's CA, for tests of RBAC; StartProcess runs
+// an operator as a process of its own, killed with the test binary.
 package controlplane

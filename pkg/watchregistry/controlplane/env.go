@@ -36,7 +36,15 @@ type Options struct {
 	ExtraAPIServerArgs []string
 	// StartTimeout bounds Start; zero means two minutes.
 	StartTimeout time.Duration
+	// Name prefixes the Env's temporary directory, its etcd prefix and the
+	// common names of its CA and admin certificates ("<Name>-ca",
+	// "<Name>-admin"), so that one harness's leftovers and audit entries are
+	// told apart from another's. Empty means DefaultName.
+	Name string
 }
+
+// DefaultName is the Name of an Env whose Options give none.
+const DefaultName = "watchregistry-controlplane"
 
 // Env is one running control plane.
 type Env struct {
@@ -52,11 +60,9 @@ type Env struct {
 	apiServerArgs []string
 
 	mu        sync.Mutex
-	processes map[string]*process
+	processes map[string]*Process
 	stopOnce  sync.Once
 }
-
-const dirPrefix = "watchregistry-controlplane-"
 
 // DirEnv names the environment variable that holds the directory of the
 // control plane's binaries when Options.BinDir is empty.
@@ -77,25 +83,29 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	removeStaleDirs()
-	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
+	name := opts.Name
+	if name == "" {
+		name = DefaultName
+	}
+	removeStaleDirs(name + "-")
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s-%d-", name, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("create control plane directory: %w", err)
 	}
-	env := &Env{Dir: dir, binDir: binDir, processes: map[string]*process{}}
+	env := &Env{Dir: dir, binDir: binDir, processes: map[string]*Process{}}
 	defer func() {
 		if err != nil {
 			env.Stop()
 		}
 	}()
 
-	if env.creds, err = generateCredentials(dir); err != nil {
+	if env.creds, err = generateCredentials(dir, name); err != nil {
 		return nil, err
 	}
 	if err := env.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err := env.startAPIServer(ctx, opts.ExtraAPIServerArgs); err != nil {
+	if err := env.startAPIServer(ctx, name, opts.ExtraAPIServerArgs); err != nil {
 		return nil, err
 	}
 	if err := env.startControllerManager(); err != nil {
@@ -121,7 +131,7 @@ func resolveBinDir(dir string) (string, error) {
 
 // removeStaleDirs deletes directories left behind by test binaries that died
 // before their cleanup ran; the PID in the name tells whether the owner lives.
-func removeStaleDirs() {
+func removeStaleDirs(dirPrefix string) {
 	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
 	for _, m := range matches {
 		rest := strings.TrimPrefix(filepath.Base(m), dirPrefix)
@@ -135,13 +145,13 @@ func removeStaleDirs() {
 	}
 }
 
-func (e *Env) add(p *process) {
+func (e *Env) add(p *Process) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.processes[p.name] = p
 }
 
-func (e *Env) proc(name string) *process {
+func (e *Env) proc(name string) *Process {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.processes[name]
@@ -149,7 +159,7 @@ func (e *Env) proc(name string) *process {
 
 // waitReady polls check until it succeeds, failing early when the process
 // exits and at the end proving that the port belongs to the process.
-func waitReady(ctx context.Context, p *process, port int, check func(context.Context) error) error {
+func waitReady(ctx context.Context, p *Process, port int, check func(context.Context) error) error {
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := p.errIfExited(); err != nil {
@@ -161,34 +171,34 @@ func waitReady(ctx context.Context, p *process, port int, check func(context.Con
 		return true, nil
 	})
 	if err != nil {
-		if lastErr != nil && p.alive() {
-			return fmt.Errorf("%s not ready: %w (last check: %v); last log lines:\n%s", p.name, err, lastErr, p.logTail(30))
+		if lastErr != nil && p.Alive() {
+			return fmt.Errorf("%s not ready: %w (last check: %v); last log lines:\n%s", p.name, err, lastErr, p.LogTail(30))
 		}
 		return err
 	}
-	ok, err := listensOn(p.pid(), port)
+	ok, err := listensOn(p.PID(), port)
 	if err != nil {
 		return fmt.Errorf("check that %s owns port %d: %w", p.name, port, err)
 	}
 	if !ok {
-		return fmt.Errorf("port %d answers but is not held by our %s (pid %d); another process took it", port, p.name, p.pid())
+		return fmt.Errorf("port %d answers but is not held by our %s (pid %d); another process took it", port, p.name, p.PID())
 	}
 	return nil
 }
 
 func (e *Env) startEtcd(ctx context.Context) error {
-	clientPort, err := freePort()
+	clientPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
 	e.etcdPort = clientPort
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	p, err := startProcess("etcd", filepath.Join(e.binDir, "etcd"), e.Dir, []string{
+	p, err := startChild("etcd", filepath.Join(e.binDir, "etcd"), e.Dir, []string{
 		"--name=testenv",
 		"--data-dir=" + filepath.Join(e.Dir, "etcd-data"),
 		"--listen-client-urls=" + clientURL,
@@ -223,8 +233,8 @@ func (e *Env) startEtcd(ctx context.Context) error {
 	})
 }
 
-func (e *Env) startAPIServer(ctx context.Context, extra []string) error {
-	port, err := freePort()
+func (e *Env) startAPIServer(ctx context.Context, name string, extra []string) error {
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -234,7 +244,7 @@ func (e *Env) startAPIServer(ctx context.Context, extra []string) error {
 	e.apiServerArgs = append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", e.etcdPort),
 		// A private prefix per run keeps runs apart even on a shared etcd.
-		"--etcd-prefix=/controlplane-" + hex.EncodeToString(prefix),
+		"--etcd-prefix=/" + name + "-" + hex.EncodeToString(prefix),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		// There is no kubelet or node network: the kubernetes Service needs no
@@ -267,7 +277,7 @@ func (e *Env) startAPIServer(ctx context.Context, extra []string) error {
 }
 
 func (e *Env) runAPIServer(ctx context.Context) error {
-	p, err := startProcess("kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), e.Dir, e.apiServerArgs)
+	p, err := startChild("kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), e.Dir, e.apiServerArgs)
 	if err != nil {
 		return err
 	}
@@ -292,7 +302,7 @@ func (e *Env) startControllerManager() error {
 	if err := e.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	p, err := startProcess("kube-controller-manager", filepath.Join(e.binDir, "kube-controller-manager"), e.Dir, []string{
+	p, err := startChild("kube-controller-manager", filepath.Join(e.binDir, "kube-controller-manager"), e.Dir, []string{
 		"--kubeconfig=" + kubeconfig,
 		// The aggregation controller fills the built-in edit, admin and
 		// view ClusterRoles, which tenants are usually bound to.
@@ -356,7 +366,7 @@ func (e *Env) PIDs() map[string]int {
 	defer e.mu.Unlock()
 	pids := map[string]int{}
 	for name, p := range e.processes {
-		pids[name] = p.pid()
+		pids[name] = p.PID()
 	}
 	return pids
 }
@@ -368,13 +378,13 @@ func (e *Env) Ports() []int { return []int{e.etcdPort, e.apiPort} }
 // the stored state stay. StartAPIServer brings it back on the same address.
 func (e *Env) StopAPIServer() {
 	if p := e.proc("kube-apiserver"); p != nil {
-		p.kill()
+		p.Kill()
 	}
 }
 
 // StartAPIServer restarts kube-apiserver after StopAPIServer and waits for it.
 func (e *Env) StartAPIServer(ctx context.Context) error {
-	if p := e.proc("kube-apiserver"); p != nil && p.alive() {
+	if p := e.proc("kube-apiserver"); p != nil && p.Alive() {
 		return errors.New("kube-apiserver is running")
 	}
 	return e.runAPIServer(ctx)
@@ -388,7 +398,7 @@ func (e *Env) Stop() {
 		// grace period retrying a vanished etcd.
 		for _, name := range []string{"kube-controller-manager", "kube-apiserver", "etcd"} {
 			if p := e.proc(name); p != nil {
-				p.stop(10 * time.Second)
+				p.Stop(10 * time.Second)
 			}
 		}
 		if e.Dir != "" {

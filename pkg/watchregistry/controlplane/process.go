@@ -18,9 +18,10 @@ import (
 	"time"
 )
 
-// process is one child of the control plane. Its output goes to a log file in
-// the Env's directory, whose tail is quoted when the process fails.
-type process struct {
+// Process is a child process of the test binary: a component of the control
+// plane, or an operator a test runs as a process of its own (StartProcess).
+// Its output goes to a log file, whose tail is quoted when it fails.
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -28,14 +29,15 @@ type process struct {
 	waitErr error
 }
 
-// startProcess starts a control-plane child in dir, logging to dir/name.log.
-func startProcess(name, binary, dir string, args []string) (*process, error) {
-	return startLogged(name, binary, dir, filepath.Join(dir, name+".log"), args, nil)
+// startChild starts a control-plane child in dir, logging to dir/name.log.
+func startChild(name, binary, dir string, args []string) (*Process, error) {
+	return StartProcess(name, binary, dir, filepath.Join(dir, name+".log"), args, nil)
 }
 
-// startLogged starts binary with its output appended to logPath and env
-// added to the inherited environment.
-func startLogged(name, binary, dir, logPath string, args, env []string) (*process, error) {
+// StartProcess starts binary in dir (empty: the working directory) with its
+// output appended to logPath and env added to the inherited environment. The
+// kernel kills it if the test binary dies; Stop or Kill end it before.
+func StartProcess(name, binary, dir, logPath string, args, env []string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
@@ -54,7 +56,7 @@ func startLogged(name, binary, dir, logPath string, args, env []string) (*proces
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		_ = logFile.Close()
@@ -63,9 +65,11 @@ func startLogged(name, binary, dir, logPath string, args, env []string) (*proces
 	return p, nil
 }
 
-func (p *process) pid() int { return p.cmd.Process.Pid }
+// PID is the process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
-func (p *process) alive() bool {
+// Alive reports whether the process still runs.
+func (p *Process) Alive() bool {
 	select {
 	case <-p.exited:
 		return false
@@ -74,15 +78,39 @@ func (p *process) alive() bool {
 	}
 }
 
-// errIfExited returns an error quoting the log tail once the process is gone.
-func (p *process) errIfExited() error {
-	if p.alive() {
+// Exited is closed once the process has exited; ExitErr then says how.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitErr is how the process exited (exec.Cmd.Wait's error), once Exited is
+// closed; nil before.
+func (p *Process) ExitErr() error {
+	if p.Alive() {
 		return nil
 	}
-	return fmt.Errorf("%s exited (%v); last log lines:\n%s", p.name, p.waitErr, p.logTail(30))
+	return p.waitErr
 }
 
-func (p *process) logTail(n int) string {
+// Signal sends sig to the process; signalling an exited process is no error.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if !p.Alive() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %s (pid %d): %w", p.name, p.PID(), err)
+	}
+	return nil
+}
+
+// errIfExited returns an error quoting the log tail once the process is gone.
+func (p *Process) errIfExited() error {
+	if p.Alive() {
+		return nil
+	}
+	return fmt.Errorf("%s exited (%v); last log lines:\n%s", p.name, p.waitErr, p.LogTail(30))
+}
+
+// LogTail returns the last n lines of the process's log.
+func (p *Process) LogTail(n int) string {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
@@ -94,36 +122,38 @@ func (p *process) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// stop asks the process group to terminate and kills it after grace.
-func (p *process) stop(grace time.Duration) {
-	if !p.alive() {
+// Stop asks the process group to terminate and kills it after grace. It is
+// safe to call on an exited process and from a cleanup.
+func (p *Process) Stop(grace time.Duration) {
+	if !p.Alive() {
 		return
 	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
 		<-p.exited
 	}
 }
 
-// kill ends the process group at once, as a crash would.
-func (p *process) kill() {
-	if !p.alive() {
+// Kill ends the process group at once, as a crash would, and waits until it
+// is gone.
+func (p *Process) Kill() {
+	if !p.Alive() {
 		return
 	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
 	<-p.exited
 }
 
-// freePort finds a free loopback port for a child to listen on. Another
+// FreePort finds a free loopback port for a child to listen on. Another
 // process can take it before the child binds it; listensOn catches that
 // case. The port comes from below the kernel's ephemeral range, which every
 // outgoing connection (the control plane's, the tests' clients') takes its
 // local port from: a port of that range, free when asked, was taken by a
 // connection before the child bound it often enough to fail a run.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	if low, ok := ephemeralLow(); ok && low > 10000 {
 		for range 64 {
 			port := low - 1 - rand.IntN(low-10000)

@@ -15,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 	"github.com/vidra-operator/vidra/pkg/watchregistry/fake"
@@ -48,32 +50,9 @@ func TestUpdateThroughTheFakeClientIsDelivered(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClient(scheme)
 	fake.BumpResourceVersions(dyn)
 
-	evs := events{ch: make(chan watchregistry.Event, 16)}
-	reg, err := watchregistry.New(watchregistry.Options[string]{
-		Map:     func(watchregistry.Event) []string { return []string{"owner"} },
-		Enqueue: func(_ string, ev watchregistry.Event) { evs.ch <- ev },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.SetCluster("", dyn, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-reg.Done() }()
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, reg, evs := startRegistry(t, watchregistry.Options[string]{}, dyn, nil)
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: "ns"}
-	if err := reg.Track("owner", []watchregistry.Ref{ref}); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
-	defer waitCancel()
-	if err := reg.WaitForSync(waitCtx, ref); err != nil {
-		t.Fatal(err)
-	}
-	if ev := evs.next(t, "the initial list"); ev.Type != watchregistry.EventInitialList {
-		t.Fatalf("first event %s, want InitialList", ev.Type)
-	}
+	trackListed(ctx, t, reg, evs, ref)
 
 	client := dyn.Resource(configMaps).Namespace("ns")
 	cm := &unstructured.Unstructured{}
@@ -117,5 +96,46 @@ func TestUpdateThroughTheFakeClientIsDelivered(t *testing.T) {
 	}
 	if n := reg.Stats().Filtered[watchregistry.FilterResync]; n != 0 {
 		t.Fatalf("%d updates filtered as resyncs", n)
+	}
+}
+
+// startRegistry runs a registry of opts on the clients until the test
+// ends, with the events it enqueues in the events returned and, unless
+// opts has one, a Map that wakes "owner" for every object.
+func startRegistry(t *testing.T, opts watchregistry.Options[string], dyn dynamic.Interface, md metadata.Interface) (context.Context, *watchregistry.Registry[string], events) {
+	t.Helper()
+	evs := events{ch: make(chan watchregistry.Event, 16)}
+	opts.Enqueue = func(_ string, ev watchregistry.Event) { evs.ch <- ev }
+	if opts.Map == nil {
+		opts.Map = func(watchregistry.Event) []string { return []string{"owner"} }
+	}
+	reg, err := watchregistry.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SetCluster("", dyn, md)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); <-reg.Done() })
+	if err := reg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, reg, evs
+}
+
+// trackListed tracks ref for "owner" and waits for its initial list.
+func trackListed(ctx context.Context, t *testing.T, reg *watchregistry.Registry[string], evs events, refs ...watchregistry.Ref) {
+	t.Helper()
+	if err := reg.Track("owner", refs); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer waitCancel()
+	for _, ref := range refs {
+		if err := reg.WaitForSync(waitCtx, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev := evs.next(t, "the initial list"); ev.Type != watchregistry.EventInitialList {
+		t.Fatalf("first event %s, want InitialList", ev.Type)
 	}
 }

@@ -4,9 +4,7 @@
 package fake_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -19,33 +17,11 @@ func TestUpdateThroughTheFakeMetadataClientIsDelivered(t *testing.T) {
 	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
 	fake.BumpMetadataResourceVersions(md)
 
-	evs := events{ch: make(chan watchregistry.Event, 16)}
-	reg, err := watchregistry.New(watchregistry.Options[string]{
+	ctx, reg, evs := startRegistry(t, watchregistry.Options[string]{
 		MetadataOnly: true,
-		Map:          func(watchregistry.Event) []string { return []string{"owner"} },
-		Enqueue:      func(_ string, ev watchregistry.Event) { evs.ch <- ev },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.SetCluster("", nil, md)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-reg.Done() }()
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	}, nil, md)
 	ref := watchregistry.Ref{GVR: configMaps, Namespace: "ns"}
-	if err := reg.Track("owner", []watchregistry.Ref{ref}); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
-	defer waitCancel()
-	if err := reg.WaitForSync(waitCtx, ref); err != nil {
-		t.Fatal(err)
-	}
-	if ev := evs.next(t, "the initial list"); ev.Type != watchregistry.EventInitialList {
-		t.Fatalf("first event %s, want InitialList", ev.Type)
-	}
+	trackListed(ctx, t, reg, evs, ref)
 
 	client := md.Resource(configMaps).Namespace("ns").(metadatafake.MetadataClient)
 	created, err := client.CreateFake(&metav1.PartialObjectMetadata{

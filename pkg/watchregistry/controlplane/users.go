@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package testenv
+package controlplane
 
 import (
 	"crypto/rand"
