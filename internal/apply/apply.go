@@ -168,7 +168,7 @@ func (e *Engine) desiredObjects(ctx context.Context, pass *Pass) (resolved []man
 		}
 		return nil, nil, false
 	}
-	resolved, rerrs := manifest.Resolve(objs, DefaultNamespace(vr), pass.Target.Mapper.Namespaced)
+	resolved, rerrs := manifest.Resolve(objs, vr.DefaultNamespace(), pass.Target.Mapper.Namespaced)
 	if len(rerrs) > 0 {
 		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(rerrs)...)
 		if !rerrs.Transient() {
@@ -388,15 +388,6 @@ func (e *Engine) observeCached(pass *Pass, p *planned) {
 // the objects of its manifest another resource owns, which that owner
 // hands over rather than deletes when it lets them go.
 func (e *Engine) Finish(pass *Pass) { e.setClaims(pass) }
-
-// DefaultNamespace is where the namespaced objects of vr's manifest that
-// name no namespace go.
-func DefaultNamespace(vr *v1alpha1.VidraResource) string {
-	if vr.Spec.Destination.Namespace != "" {
-		return vr.Spec.Destination.Namespace
-	}
-	return vr.Namespace
-}
 
 // checkDefaultNamespace refuses a spec.destination.namespace that is not a
 // namespace name. The schema refuses it already; a resource stored before

@@ -5,12 +5,10 @@ package apply
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -19,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/destination"
-	"github.com/vidra-operator/vidra/internal/wording"
+	"github.com/vidra-operator/vidra/internal/events"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
 	listers "github.com/vidra-operator/vidra/pkg/generated/listers/infrahub/v1alpha1"
@@ -72,7 +70,7 @@ type Engine struct {
 	owners    listers.VidraResourceLister
 	resources func(types.UID) (exists, known bool)
 	vidra     versioned.Interface
-	recorder  record.EventRecorder
+	events    events.Recorder
 	enqueue   func(cache.ObjectName)
 	metrics   *metrics
 	clock     clock.Clock
@@ -104,7 +102,7 @@ func New(opts Options) *Engine {
 		owners:    opts.Owners,
 		resources: opts.Resources,
 		vidra:     opts.Vidra,
-		recorder:  opts.Recorder,
+		events:    events.New(opts.Recorder),
 		enqueue:   opts.Enqueue,
 		metrics:   newMetrics(opts.Registerer),
 		clock:     opts.Clock,
@@ -157,7 +155,7 @@ func (e *Engine) NewPass(vr *v1alpha1.VidraResource, overrides []string) *Pass {
 	st := e.stateFor(key, vr.UID)
 	st.load(vr)
 	return &Pass{VR: vr, Inventory: vr.Status.ManagedResources, key: key, st: st, overrides: overrides,
-		report: vr.Spec.DriftPolicy == v1alpha1.DriftPolicyReport,
+		report: vr.ReportsDrift(),
 		Out:    Outcome{Inventory: vr.Status.ManagedResources, Drift: vr.Status.Drift, DriftHistory: st.history}}
 }
 
@@ -212,15 +210,6 @@ func (o *Outcome) Retryable() bool {
 // Fail adds a failure that concerns the whole resource (Index -1).
 func (o *Outcome) Fail(reason string, retry bool, err error) {
 	o.Errs = append(o.Errs, &ObjectError{Index: -1, Reason: reason, Retry: retry, Err: err})
-}
-
-func (e *Engine) event(vr *v1alpha1.VidraResource, warning bool, reason, format string, args ...any) {
-	t := corev1.EventTypeNormal
-	if warning {
-		t = corev1.EventTypeWarning
-	}
-	// Cut as the controller's Events are.
-	e.recorder.Event(vr, t, reason, wording.Message(fmt.Sprintf(format, args...)))
 }
 
 // Released is how many objects the cleanup of vr has let go so far without

@@ -133,10 +133,10 @@ func (e *Engine) handoverRefused(ctx context.Context, vr *v1alpha1.VidraResource
 		}
 		klog.FromContext(ctx).Info("Not handing object over: the VidraResource that declares it may not manage it",
 			"object", key.String(), "claimant", r.to.vr.Namespace+"/"+r.to.vr.Name, "identity", who, "denied", r.denied, "outcome", outcome)
-		e.event(r.to.vr, true, v1alpha1.ReasonHandoverRefused,
+		e.events.Event(r.to.vr, true, v1alpha1.ReasonHandoverRefused,
 			"VidraResource %s/%s let go of %s, which this resource declares too, but it was not handed over here: %s %s; it was %s. Grant that identity %s for it to be handed over",
 			vr.Namespace, vr.Name, key, who, r.denied, outcome, r.grant)
-		e.event(vr, false, v1alpha1.ReasonHandoverRefused, "Did not hand %s over to VidraResource %s/%s, which declares it too: %s %s; it was %s",
+		e.events.Event(vr, false, v1alpha1.ReasonHandoverRefused, "Did not hand %s over to VidraResource %s/%s, which declares it too: %s %s; it was %s",
 			key, r.to.vr.Namespace, r.to.vr.Name, who, r.denied, outcome)
 		e.enqueue(cache.MetaObjectToName(r.to.vr))
 	}

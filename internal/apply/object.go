@@ -217,7 +217,7 @@ func (e *Engine) recreateChanged(ctx context.Context, pass *Pass, p *planned, li
 // a.drift.
 func (e *Engine) recreateImmutable(ctx context.Context, pass *Pass, p *planned, in *evidence, a action) *ObjectError {
 	klog.FromContext(ctx).Info("Recreating object made immutable by another writer (force)", "object", p.key.String(), "manager", a.drift.Manager)
-	e.event(pass.VR, true, v1alpha1.ReasonImmutableSet, "%s was made immutable by %s, which the manifest does not ask: recreated (force)", p.key, a.writer)
+	e.events.Event(pass.VR, true, v1alpha1.ReasonImmutableSet, "%s was made immutable by %s, which the manifest does not ask: recreated (force)", p.key, a.writer)
 	if err := e.recreate(ctx, pass, p, a.object); err != nil {
 		return classify(p, err)
 	}

@@ -242,7 +242,7 @@ func (e *Engine) handOverToHeir(ctx context.Context, logger klog.Logger, dest *d
 		return nil, nil, err
 	}
 	logger.Info("Handed object over to another VidraResource that declares it", "to", heir.vr.Namespace+"/"+heir.vr.Name)
-	e.event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, heir.vr.Namespace, heir.vr.Name)
+	e.events.Event(vr, false, v1alpha1.ReasonHandedOver, "Handed %s over to VidraResource %s/%s, which declares it too", key, heir.vr.Namespace, heir.vr.Name)
 	e.enqueue(cache.MetaObjectToName(heir.vr))
 	return heir, refused, nil
 }
@@ -413,12 +413,12 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	items, unrecorded, unread := e.cleanupItems(ctx, vr, target, declared)
 	t := e.letGoAll(ctx, vr, target, items, unrecorded, del)
 	if len(t.unchecked) > 0 {
-		e.event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
+		e.events.Event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
 			strings.Join(t.unchecked, ", "))
 	}
 	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += t.released
 	if len(t.kept) > 0 {
-		e.event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
+		e.events.Event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
 			wording.Count(len(t.kept), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(t.kept, ", "))
 	}
 	if len(t.pending) > 0 {
@@ -453,7 +453,7 @@ func (e *Engine) cleanupItems(ctx context.Context, vr *v1alpha1.VidraResource, t
 		}
 		if u.GetNamespace() == "" {
 			if ns, err := target.Mapper.Namespaced(u.GroupVersionKind()); err == nil && ns {
-				u.SetNamespace(DefaultNamespace(vr))
+				u.SetNamespace(vr.DefaultNamespace())
 			}
 		}
 		if !inv[keyOf(u)] {

@@ -72,7 +72,7 @@ func (e *Engine) countWrite(pass *Pass, p *planned, live *unstructured.Unstructu
 	p.wrote = true
 	pass.Out.Changed++
 	if p.adoptedFrom != "" {
-		e.event(pass.VR, false, v1alpha1.ReasonAdopted, "Adopted %s, left by %s, which no longer exists (spec.adoptOrphans)", p.key, p.adoptedFrom)
+		e.events.Event(pass.VR, false, v1alpha1.ReasonAdopted, "Adopted %s, left by %s, which no longer exists (spec.adoptOrphans)", p.key, p.adoptedFrom)
 	}
 	switch {
 	case live == nil:

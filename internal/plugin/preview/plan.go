@@ -61,7 +61,7 @@ func keyOf(u *unstructured.Unstructured) key {
 // resolve (a cluster-scoped object with a namespace, a duplicate, a kind
 // the destination does not serve).
 func Plan(ctx context.Context, c Cluster, vr *v1alpha1.VidraResource, objs []manifest.Object) (*Result, error) {
-	resolved, errs := manifest.Resolve(objs, defaultNamespace(vr), scopeOf(c))
+	resolved, errs := manifest.Resolve(objs, vr.DefaultNamespace(), scopeOf(c))
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -119,15 +119,6 @@ func holdPrunes(res *Result, n int, adoptOrphans bool) {
 			break
 		}
 	}
-}
-
-// defaultNamespace is the namespace the operator gives namespaced objects
-// that carry none.
-func defaultNamespace(vr *v1alpha1.VidraResource) string {
-	if vr.Spec.Destination.Namespace != "" {
-		return vr.Spec.Destination.Namespace
-	}
-	return vr.Namespace
 }
 
 func scopeOf(c Cluster) manifest.ScopeFunc {
