@@ -67,6 +67,8 @@ verify: fmt vet
 	bash hack/verify-layout.sh
 	bash hack/verify-headers.sh
 	bash hack/verify-modules.sh
+	bash hack/verify-doc-links.sh
+	bash hack/verify-staticcheck.sh
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^pkg/generated/')); \

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the test-only tools the chart tests run, from the Go module proxy,
-# each from its own module so that their dependencies never enter the
-# operator's go.mod: helm (hack/tools/helm) and promtool
-# (hack/tools/promtool), into bin/tools/. Like the control plane
+# Builds the tools the tests and checks run, from the Go module proxy, each
+# from its own module so that their dependencies never enter the operator's
+# go.mod: helm (hack/tools/helm) and promtool (hack/tools/promtool) for the
+# chart tests, staticcheck (hack/tools/staticcheck) for make verify, into
+# bin/tools/. Like the control plane
 # (hack/controlplane/build.sh), the binaries are also kept in a per-user
 # cache ($VIDRA_CACHE_DIR, default ~/.cache/vidra) keyed by the module's
 # go.sum, so that a fresh clone (CI) copies them instead of building again.
-# Usage: hack/tools/build.sh [helm] [promtool]   (both by default)
+# Usage: hack/tools/build.sh [helm] [promtool] [staticcheck]   (helm and promtool by default)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -37,7 +38,13 @@ build() {
       version=$(version_of promtool "$module")
       ldflags="-s -w -X github.com/prometheus/common/version.Version=$version"
       ;;
-    *) echo "unknown tool $name (helm, promtool)" >&2; return 2 ;;
+    staticcheck)
+      module=honnef.co/go/tools
+      pkg=honnef.co/go/tools/cmd/staticcheck
+      version=$(version_of staticcheck "$module")
+      ldflags="-s -w"
+      ;;
+    *) echo "unknown tool $name (helm, promtool, staticcheck)" >&2; return 2 ;;
   esac
   local key cache bin=$out/$name
   key=$(sha256sum "$root/hack/tools/$name/go.sum" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)

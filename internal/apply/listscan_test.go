@@ -237,7 +237,7 @@ func scanDriftFields(p *planned, live *unstructured.Unstructured, hand handEdits
 // the integer types other than int64, and types that no JSON document
 // decodes to.
 var trickyValues = []any{
-	"a", "b", "", "1", int64(1), 1.0, 1.5, int64(-1), -0.0, int64(0), float64(math.MaxInt64),
+	"a", "b", "", "1", int64(1), 1.0, 1.5, int64(-1), math.Copysign(0, -1), int64(0), float64(math.MaxInt64),
 	int64(1 << 53), int64(1<<53 + 1), float64(1 << 53), int64(1<<53 - 1), float64(1<<53 - 1), int64(-1 << 53), float64(-1 << 53),
 	math.NaN(), math.Inf(1), true, false, nil, int32(7), int64(7), float32(7), uint8(7),
 	[]any{"a", int64(1)}, []any{"a", 1.0}, []any{}, map[string]any{"x": "a"}, map[string]any{"x": int64(2)},
@@ -492,7 +492,7 @@ func TestHandEditsAreToldAsLookThroughsTellThem(t *testing.T) {
 // are those of the lists, whatever the number of lookups.
 func TestListsAreIndexedOnce(t *testing.T) {
 	const n = 2000
-	p, live, h := handEditedEnv(n, 0, true)
+	p, _, h := handEditedEnv(n, 0, true)
 	lists := newListLookups()
 	if !setIn(h.fields, p.obj.Object, lists) {
 		t.Fatal("hand edits not covered")
@@ -502,7 +502,7 @@ func TestListsAreIndexedOnce(t *testing.T) {
 		t.Errorf("covering %d hand-edited fields visited %d items, want %d", n, got, 1+n)
 	}
 
-	p, live, h = handEditedEnv(n, n, false)
+	p, live, h := handEditedEnv(n, n, false)
 	lists = newListLookups()
 	var added []fieldpath.Path
 	leavesNotIn(h.fields.Leaves(), p.obj.Object, nil, &added, lists)

@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -99,12 +98,6 @@ func (e *Engine) Recorded(pass *Pass) {
 	}
 	written := inventorySet(pass.Out.Inventory)
 	pass.st.unrecorded = slices.DeleteFunc(pass.st.unrecorded, func(m v1alpha1.ManagedResource) bool { return written[inventoryKey(m)] })
-}
-
-// unrecordedOf returns what the engine remembers of vr's objects that its
-// status does not record, for its cleanup.
-func (e *Engine) unrecordedOf(vr *v1alpha1.VidraResource) []v1alpha1.ManagedResource {
-	return slices.Clone(e.stateFor(cache.MetaObjectToName(vr), vr.UID).unrecorded)
 }
 
 // findUnrecorded searches the caches of the kinds of objs, once per

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,11 +32,7 @@ func appMetadata(owner *v1alpha1.VidraResource, uid, rv string, manager metav1.M
 			Labels: u.GetLabels(), Annotations: u.GetAnnotations(), ManagedFields: []metav1.ManagedFieldsEntry{manager}}}
 }
 
-var (
-	vidraApply = metav1.ManagedFieldsEntry{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}
-	byHand     = metav1.ManagedFieldsEntry{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		Time: &metav1.Time{Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
-)
+var vidraApply = metav1.ManagedFieldsEntry{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}
 
 // A prune deletes only the version whose marks it read: an object handed
 // over to another resource between the prune's read and its delete (by a

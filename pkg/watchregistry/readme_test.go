@@ -3,6 +3,11 @@
 
 package watchregistry_test
 
+// The snippets are compiled as the README shows them, not run: nothing
+// calls them, and what they leave to the reader they leave unused.
+//lint:file-ignore U1000 compiled, not called
+//lint:file-ignore SA4006 as the README shows them
+
 // The recipes of README.md, compiled: each function holds one snippet as
 // the README shows it, with what the snippet leaves to the reader (a
 // queue, clients, the names of objects) as parameters. TestReadmeSnippets

@@ -161,8 +161,8 @@ func failsWithMessage(t *testing.T, ns, name, reason string, fragments ...string
 func testAppliesThroughKubeconfigSecret(t *testing.T, rc *remoteCluster) {
 	ns := remoteNamespace(t, rc)
 	kubeconfigSecret(t, ns, "remote", rc.kubeconfig, nil)
-	vr := createVR(t, ns, "app", docs(configMap("settings", map[string]string{"a": "1"}), serviceDoc), toRemote(rc, "remote"))
-	vr = waitReady(t, ns, "app")
+	createVR(t, ns, "app", docs(configMap("settings", map[string]string{"a": "1"}), serviceDoc), toRemote(rc, "remote"))
+	vr := waitReady(t, ns, "app")
 	if vr.Status.ManagedCount != 2 {
 		t.Fatalf("inventory = %+v", vr.Status.ManagedResources)
 	}

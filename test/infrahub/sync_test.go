@@ -268,11 +268,11 @@ func TestTenantSyncsActAsTheirServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	createSync(t, ns, "other-creds", s, func(sync *v1alpha1.InfrahubSync) { sync.Spec.Template.ServiceAccountName = "deployer" })
-	sync = waitSync(t, ns, "other-creds", "reported the credentials unavailable", syncCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialsUnavailable))
+	waitSync(t, ns, "other-creds", "reported the credentials unavailable", syncCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialsUnavailable))
 	credentials(t, ns)
 	// A change of the sync makes it read the Secret again.
 	setRequestedAt(t, ns, "other-creds", "now")
-	sync = waitSync(t, ns, "other-creds", "handled the request", func(s *v1alpha1.InfrahubSync) bool {
+	waitSync(t, ns, "other-creds", "handled the request", func(s *v1alpha1.InfrahubSync) bool {
 		c := readyCondition(s)
 		return s.Status.LastHandledReconcileAt == "now" && c != nil && c.Reason == v1alpha1.ReasonCredentialsUnavailable && strings.Contains(c.Message, "may not get Secret")
 	})

@@ -557,7 +557,7 @@ func TestMovedDestinationCleansUpThePreviousCluster(t *testing.T) {
 		vr.Spec.Destination.Server = remote.Config.Host
 		vr.Spec.Destination.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: name, Key: "kubeconfig"}
 	})
-	vr = waitVR(t, operatorNamespace, name, "became Ready on the new destination", func(vr *v1alpha1.VidraResource) bool {
+	waitVR(t, operatorNamespace, name, "became Ready on the new destination", func(vr *v1alpha1.VidraResource) bool {
 		return isReady(vr) && vr.Status.InventoryCluster != nil && vr.Status.InventoryCluster.Server == remote.Config.Host
 	})
 	if _, err := remoteKube.CoreV1().ConfigMaps(target).Get(t.Context(), "moving", metav1.GetOptions{}); err != nil {

@@ -105,12 +105,6 @@ func (s *sources) drop(uid types.UID) {
 	delete(s.entries, uid)
 }
 
-func (s *sources) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
-}
-
 // fingerprint hashes parts, each length-prefixed so that no two lists of
 // parts hash alike; credentials never stay in memory as a key.
 func fingerprint(parts ...string) string {

@@ -3,6 +3,9 @@
 
 package fake_test
 
+// The snippet is compiled as the README shows it, not run.
+//lint:file-ignore U1000 compiled, not called
+
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"

@@ -3,6 +3,11 @@
 
 package promcollector_test
 
+// The snippets are compiled as the README shows them, not run: nothing
+// calls them, and what they leave to the reader they leave unused.
+//lint:file-ignore U1000 compiled, not called
+//lint:file-ignore SA4006 as the README shows them
+
 import (
 	"context"
 	"errors"
