@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vidra-operator/vidra/internal/wording"
@@ -33,22 +31,7 @@ func indexDependencies(obj any) ([]string, error) {
 }
 
 func dependencyKey(vr *v1alpha1.VidraResource, d v1alpha1.DependencyReference) cache.ObjectName {
-	ns := d.Namespace
-	if ns == "" {
-		ns = vr.Namespace
-	}
-	return cache.ObjectName{Namespace: ns, Name: d.Name}
-}
-
-// isReady is what a dependent waits for: Ready=True for the resource's
-// current generation, and not being deleted. With spec.wait, Ready means
-// healthy.
-func isReady(vr *v1alpha1.VidraResource) bool {
-	if vr == nil || vr.DeletionTimestamp != nil {
-		return false
-	}
-	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == vr.Generation
+	return cache.ObjectName{Namespace: vr.DependencyNamespace(d), Name: d.Name}
 }
 
 // wakeDependents enqueues the resources that depend on vr.
@@ -102,8 +85,8 @@ func (c *Controller) checkDependencies(vr *v1alpha1.VidraResource) *blocked {
 		switch {
 		case err != nil:
 			waiting = append(waiting, fmt.Sprintf("VidraResource %s does not exist", key))
-		case !isReady(dep):
-			waiting = append(waiting, fmt.Sprintf("VidraResource %s is not Ready (%s)", key, readiness(dep)))
+		case !dep.IsReady():
+			waiting = append(waiting, fmt.Sprintf("VidraResource %s is not Ready (%s)", key, dep.Readiness()))
 		}
 	}
 	if len(waiting) == 0 {
@@ -111,21 +94,6 @@ func (c *Controller) checkDependencies(vr *v1alpha1.VidraResource) *blocked {
 	}
 	return &blocked{reason: v1alpha1.ReasonDependencyNotReady,
 		message: "Nothing applied until the dependencies are Ready: " + wording.List(waiting)}
-}
-
-// readiness says briefly where a resource that is not Ready stands.
-func readiness(vr *v1alpha1.VidraResource) string {
-	if vr.DeletionTimestamp != nil {
-		return "being deleted"
-	}
-	c := meta.FindStatusCondition(vr.Status.Conditions, v1alpha1.ConditionReady)
-	switch {
-	case c == nil:
-		return "not reconciled yet"
-	case c.ObservedGeneration != vr.Generation:
-		return "its latest change is not reconciled yet"
-	}
-	return c.Reason
 }
 
 // maxCycleWalk bounds the dependencies one look for a cycle reads, every

@@ -43,7 +43,7 @@ func (c *Controller) watchResources(vrInformer informers.VidraResourceInformer) 
 			// Its own status write is what makes a resource Ready: that
 			// wakes its dependents, not itself. So does a change of why it
 			// is not Ready, which their messages quote.
-			if isReady(old) != isReady(cur) || !isReady(cur) && readiness(old) != readiness(cur) {
+			if old.IsReady() != cur.IsReady() || !cur.IsReady() && old.Readiness() != cur.Readiness() {
 				c.wakeDependents(cur)
 			}
 		},

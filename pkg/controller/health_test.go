@@ -164,7 +164,7 @@ func TestHealthMessageChurnWakesAResourceOnceASecond(t *testing.T) {
 		h.expect(fmt.Sprintf("the end of second %d", w+1), TriggerHealth)
 	}
 	// Quiet for a second: the next change is seen at once again.
-	h.clk.Step(healthEvery)
+	h.clk.Step(wakequeue.HealthEvery)
 	h.change(false)
 	h.expect("a change after a quiet second", TriggerHealth)
 }
@@ -178,7 +178,7 @@ func TestHealthStatusFlipsAreSeenWithinASecond(t *testing.T) {
 	for w := range 3 {
 		for i := range 100 {
 			h.change(true)
-			if w == 0 && i < healthBurst {
+			if w == 0 && i < wakequeue.HealthBurst {
 				h.expect(fmt.Sprintf("flip %d", i+1), TriggerHealth)
 			} else {
 				h.expect(fmt.Sprintf("flip %d of second %d", i+1, w+1))
@@ -205,30 +205,8 @@ func TestHealthStatusAndDriftDoNotWaitForMessages(t *testing.T) {
 	h.clk.Step(100 * time.Millisecond)
 	h.change(true)
 	h.expect("a change of status", TriggerHealth)
-	h.clk.SetTime(start.Add(healthEvery))
+	h.clk.SetTime(start.Add(wakequeue.HealthEvery))
 	h.expect("the messages' second", TriggerHealth)
-}
-
-// The pacing of a resource is dropped when the resource is, and otherwise
-// once it has run its course, so that it does not grow with every
-// resource ever woken.
-func TestHealthPacingIsDropped(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := newHealthPacer()
-	for i := range 1000 {
-		p.wake(cache.ObjectName{Namespace: "ns", Name: fmt.Sprint(i)}, true, clk.Now())
-	}
-	p.forget(cache.ObjectName{Namespace: "ns", Name: "0"})
-	if n := len(p.keys); n != 999 {
-		t.Fatalf("%d resources paced after one of 1000 was forgotten", n)
-	}
-	clk.Step(healthEvery)
-	for range 24 {
-		p.wake(cache.ObjectName{Namespace: "ns", Name: "busy"}, false, clk.Now())
-	}
-	if n := len(p.keys); n != 1 {
-		t.Errorf("%d resources paced a second after their last change, want the one still changing", n)
-	}
 }
 
 // The delaying queue keeps one entry per key, the earliest: a health wake
@@ -249,6 +227,6 @@ func TestHealthChangeAfterAnEarlierWakeTookItsPlaceIsSeen(t *testing.T) {
 	h.clk.Step(50 * time.Millisecond)
 	h.change(false)
 	h.expect("a message after the retry")
-	h.clk.SetTime(start.Add(healthEvery))
+	h.clk.SetTime(start.Add(wakequeue.HealthEvery))
 	h.expect("the end of the second", TriggerHealth)
 }

@@ -113,7 +113,7 @@ func NewParts(ctx context.Context, clients Clients, lister listers.VidraResource
 	w := &Wakes{
 		queue:  wakequeue.New(wakequeue.Options{Clock: opts.Clock, Metrics: opts.QueueMetrics}),
 		share:  newShare(opts.Shard),
-		health: newHealthPacer(),
+		health: wakequeue.NewPacer(),
 		clock:  opts.Clock, lister: lister, config: opts.Config, index: index,
 		budgets: opts.CacheBudgets, uids: newResourceUIDs(), partialView: opts.PartialView,
 	}

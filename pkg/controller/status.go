@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/health"
+	"github.com/vidra-operator/vidra/internal/statusfit"
 	"github.com/vidra-operator/vidra/internal/wording"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -103,27 +105,27 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 		st.Drift = nil
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionDrifted)
 	}
-	hs := summarizeHealth(r.Out.Inventory)
+	hs := health.Summarize(r.Out.Inventory)
 	if len(r.Out.Inventory) == 0 && len(errs) > 0 {
 		// No object, because none applied: an empty set is not a healthy
 		// one, and the printer column would say AllCurrent beside Failed.
 		set(v1alpha1.ConditionHealthy, metav1.ConditionUnknown, v1alpha1.ReasonNothingApplied, "No object is managed yet: the Ready condition says why")
 	} else {
-		set(v1alpha1.ConditionHealthy, hs.status, hs.reason, hs.message)
+		set(v1alpha1.ConditionHealthy, hs.Status, hs.Reason, hs.Message)
 	}
-	waiting := vr.Spec.Wait && hs.status != metav1.ConditionTrue
+	waiting := vr.Spec.Wait && hs.Status != metav1.ConditionTrue
 	switch {
-	case len(errs) == 0 && waiting && (hs.failed || !now.Time.Before(deadline)):
-		msg := "Applied and in sync, but " + hs.message
-		if !hs.failed {
-			msg = fmt.Sprintf("Not healthy within %s (spec.timeout): %s", vr.EffectiveTimeout(), hs.message)
+	case len(errs) == 0 && waiting && (hs.Failed || !now.Time.Before(deadline)):
+		msg := "Applied and in sync, but " + hs.Message
+		if !hs.Failed {
+			msg = fmt.Sprintf("Not healthy within %s (spec.timeout): %s", vr.EffectiveTimeout(), hs.Message)
 		}
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonHealthCheckFailed, msg)
 		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonHealthCheckFailed, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
 		st.DeployState = v1alpha1.DeployStateFailed
 	case len(errs) == 0 && waiting:
-		msg := "Applied and in sync; waiting for health (spec.wait): " + hs.message
+		msg := "Applied and in sync; waiting for health (spec.wait): " + hs.Message
 		set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonProgressing, msg)
 		set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonProgressing, msg)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
@@ -166,7 +168,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *apply.Pass, inventoryCl
 
 	// Within its size limit, whatever the objects and their writers put
 	// in it.
-	fitStatus(st, drifted)
+	statusfit.Fit(st, drifted)
 	c.setCacheLimited(vr, st, now)
 
 	c.recordEvents(r, st)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/health"
+	"github.com/vidra-operator/vidra/internal/statusfit"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -105,8 +106,8 @@ func TestStatusStaysWithinItsSizeLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(b) > maxStatusBytes || !json.Valid(b) || !utf8.Valid(b) {
-				t.Errorf("status of %d bytes as JSON, over the limit of %d, or not valid", len(b), maxStatusBytes)
+			if len(b) > statusfit.MaxBytes || !json.Valid(b) || !utf8.Valid(b) {
+				t.Errorf("status of %d bytes as JSON, over the limit of %d, or not valid", len(b), statusfit.MaxBytes)
 			}
 			if len(written.ManagedResources) != tc.objects || int(written.ManagedCount) != tc.objects {
 				t.Errorf("inventory of %d entries (count %d), want all %d", len(written.ManagedResources), written.ManagedCount, tc.objects)
@@ -158,38 +159,13 @@ func TestStatusUnderItsSizeLimitLeavesNothingOut(t *testing.T) {
 		return st
 	}
 	st := small(2)
-	fitStatus(st, 2)
+	statusfit.Fit(st, 2)
 	if st.Omitted != nil || len(st.Drift) != 2 || st.ManagedResources[0].HealthMessage != strings.Repeat("<", health.MaxMessage) {
 		t.Errorf("a small status was changed: omitted %+v, %d drift records", st.Omitted, len(st.Drift))
 	}
 	st = small(maxDriftRecords)
-	fitStatus(st, maxDriftRecords+20)
+	statusfit.Fit(st, maxDriftRecords+20)
 	if st.Omitted == nil || *st.Omitted != (v1alpha1.StatusOmissions{Drift: 20}) || len(st.Drift) != maxDriftRecords {
 		t.Errorf("omitted %+v with %d drift records, want the 20 past the first %d", st.Omitted, len(st.Drift), maxDriftRecords)
-	}
-}
-
-// jsonSize and jsonStringSize are what encoding/json writes, escapes
-// included.
-func TestJSONSizeCountsEscapes(t *testing.T) {
-	values := []string{"", "abc", "<>&", "é…", "\u2028\u2029", "\xff\xfe", "a\xc3", "😀", strings.Repeat("<", 200)}
-	for b := range 256 {
-		values = append(values, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"é")
-	}
-	for _, s := range values {
-		b, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := jsonStringSize(s); got != len(b) {
-			t.Errorf("jsonStringSize(%q) = %d, want %d (%s)", s, got, len(b), b)
-		}
-		if got := jsonSize(s); got != len(b) {
-			t.Errorf("jsonSize(%q) = %d, want %d (%s)", s, got, len(b), b)
-		}
-	}
-	m := v1alpha1.ManagedResource{Name: "<", HealthMessage: "é"}
-	if b, _ := json.Marshal(m); jsonSize(m) != len(b) {
-		t.Errorf("jsonSize(%+v) = %d, want %d", m, jsonSize(m), len(b))
 	}
 }

@@ -29,7 +29,7 @@ func (c *Controller) forget(key cache.ObjectName) {
 	c.registry.Forget(key)
 	c.dests.Release(key)
 	c.engine.Forget(key)
-	c.health.forget(key)
+	c.health.Forget(key)
 	c.queue.Drop(key)
 }
 

@@ -32,7 +32,7 @@ type Wakes struct {
 	queue *wakequeue.Queue
 	share *share
 	// health paces the reconciles woken by changes of health alone.
-	health *healthPacer
+	health *wakequeue.Pacer
 	clock  clock.WithTicker
 	lister listers.VidraResourceLister
 	config func() *config.Config

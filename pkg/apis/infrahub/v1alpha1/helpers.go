@@ -3,7 +3,12 @@
 
 package v1alpha1
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // The meaning of a spec field that more than one part of Vidra reads is
 // said once, here: the operator, kubectl vidra and the InfrahubSync
@@ -36,4 +41,40 @@ func (vr *VidraResource) DefaultNamespace() string {
 		return ns
 	}
 	return vr.Namespace
+}
+
+// DependencyNamespace is the namespace of the resource d names in
+// spec.dependsOn: its own, or the resource's when it names none.
+func (vr *VidraResource) DependencyNamespace(d DependencyReference) string {
+	if d.Namespace != "" {
+		return d.Namespace
+	}
+	return vr.Namespace
+}
+
+// IsReady is what a dependent waits for: Ready=True for the resource's
+// current generation, and not being deleted. With spec.wait, Ready means
+// healthy.
+func (vr *VidraResource) IsReady() bool {
+	if vr == nil || vr.DeletionTimestamp != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(vr.Status.Conditions, ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == vr.Generation
+}
+
+// Readiness says briefly where a resource that is not Ready stands: the
+// reason of its Ready condition, or why it has none that counts.
+func (vr *VidraResource) Readiness() string {
+	if vr.DeletionTimestamp != nil {
+		return "being deleted"
+	}
+	c := meta.FindStatusCondition(vr.Status.Conditions, ConditionReady)
+	switch {
+	case c == nil:
+		return "not reconciled yet"
+	case c.ObservedGeneration != vr.Generation:
+		return "its latest change is not reconciled yet"
+	}
+	return c.Reason
 }

@@ -38,3 +38,25 @@ func TestAccessorsSayWhatAFieldMeansWhenUnset(t *testing.T) {
 		t.Errorf("default namespace = %q, want spec.destination.namespace", got)
 	}
 }
+
+func TestReadinessIsOfTheCurrentGenerationAndNotOfADeletion(t *testing.T) {
+	vr := &VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Generation: 2}}
+	if vr.IsReady() || vr.Readiness() != "not reconciled yet" {
+		t.Errorf("never reconciled: ready %v, %q", vr.IsReady(), vr.Readiness())
+	}
+	vr.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled, ObservedGeneration: 1}}
+	if vr.IsReady() || vr.Readiness() != "its latest change is not reconciled yet" {
+		t.Errorf("Ready for the generation before: ready %v, %q", vr.IsReady(), vr.Readiness())
+	}
+	vr.Status.Conditions[0].ObservedGeneration = 2
+	if !vr.IsReady() {
+		t.Error("Ready for the current generation is not ready")
+	}
+	vr.DeletionTimestamp = &metav1.Time{}
+	if vr.IsReady() || vr.Readiness() != "being deleted" {
+		t.Errorf("being deleted: ready %v, %q", vr.IsReady(), vr.Readiness())
+	}
+	if got := vr.DependencyNamespace(DependencyReference{Name: "db"}); got != "team-a" {
+		t.Errorf("a dependency naming no namespace is in %q, want the resource's", got)
+	}
+}

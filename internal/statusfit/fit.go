@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package statusfit
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
-// maxStatusBytes bounds a VidraResource's status as JSON, the form the API
+// MaxBytes bounds a VidraResource's status as JSON, the form the API
 // server stores it in. The resource is stored whole, manifest included, and
 // etcd refuses a write over 1.5 MiB: a status over that would fail every
 // write for good, the inventory would stop being recorded, and later prunes
@@ -24,15 +24,15 @@ import (
 // answers; and JSON writes each '<', '>' and '&' in 6 bytes. 512 KiB leaves
 // the rest, 1 MiB, to the manifest (at most v1alpha1.MaxManifestBytes,
 // 768 KiB) and the metadata.
-const maxStatusBytes = 512 << 10
+const MaxBytes = 512 << 10
 
-// omissionsRoom is kept of maxStatusBytes for status.omitted, which says
+// omissionsRoom is kept of MaxBytes for status.omitted, which says
 // what was left out to fit the rest.
 const omissionsRoom = 256
 
-// fitStatus keeps st within maxStatusBytes as JSON and says in st.Omitted
+// Fit keeps st within MaxBytes as JSON and says in st.Omitted
 // what it left out. found is the number of objects that differ from the
-// manifest, of which st.Drift lists at most maxDriftRecords. Past the
+// manifest, of which st.Drift lists (the controller lists a bounded number). Past the
 // limit, the oldest corrections of the drift history go first, as the
 // least of what the status says, then the last records of st.Drift, then
 // every health message of the inventory is shortened to the same length,
@@ -40,13 +40,13 @@ const omissionsRoom = 256
 // whatever their size: prunes rely on them. The same status and count
 // always fit the same way, so a reconcile that changed nothing finds the
 // status it wrote and writes nothing.
-func fitStatus(st *v1alpha1.VidraResourceStatus, found int) {
+func Fit(st *v1alpha1.VidraResourceStatus, found int) {
 	st.Omitted = nil
 	var om v1alpha1.StatusOmissions
 	// Removing an item takes off its bytes and a comma at least; the last
 	// one also takes its field's name, which is not counted: what is left
 	// may end a little under the limit, never over it.
-	over := jsonSize(st) - (maxStatusBytes - omissionsRoom)
+	over := jsonSize(st) - (MaxBytes - omissionsRoom)
 	for n := len(st.DriftHistory); over > 0 && n > 0; n-- {
 		over -= jsonSize(st.DriftHistory[n-1]) + 1
 		st.DriftHistory = st.DriftHistory[:n-1]
@@ -126,7 +126,7 @@ func jsonSize(v any) int {
 	if err := json.NewEncoder(&w).Encode(v); err != nil {
 		// Nothing in a status fails to encode; were it to, the API
 		// server could not take it either.
-		return maxStatusBytes + 1
+		return MaxBytes + 1
 	}
 	return int(w) - 1 // Encode's newline
 }
