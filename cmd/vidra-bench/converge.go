@@ -4,8 +4,6 @@
 package main
 
 import (
-	"github.com/vidra-operator/vidra/internal/testenv"
-
 	"context"
 	"fmt"
 	"os"
@@ -19,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/testenv"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	vidrainformers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
 )

@@ -538,12 +538,12 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs f
 			}
 		}
 	}
-	objects := make(map[WatchedObject]bool, len(objs))
+	objects := make([]WatchedObject, 0, len(objs))
 	for _, p := range objs {
 		if p.gvr.Empty() {
 			continue
 		}
-		objects[WatchedObject{GVR: p.gvr, Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()}] = true
+		objects = append(objects, WatchedObject{GVR: p.gvr, Namespace: p.obj.GetNamespace(), Name: p.obj.GetName()})
 		if seen[p.gvr] || !needs(p) {
 			continue
 		}
@@ -552,7 +552,7 @@ func (e *Engine) track(ctx context.Context, pass *Pass, objs []*planned, needs f
 	}
 	// Before the informers start: their first lists wake the owners of
 	// what they find.
-	e.wakes.expect(pass.key, pass.VR.UID, objects)
+	e.wakes.expect(pass.key, pass.VR.UID, pass.Target.Cluster, objects)
 	if err := e.registry.Track(pass.key, refs); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching managed objects failed; drift is corrected on the interval only")
 		return err

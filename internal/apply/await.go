@@ -24,7 +24,7 @@ import (
 // watched for it.
 func (e *Engine) awaitGone(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, pending []v1alpha1.ManagedResource) {
 	key := cache.MetaObjectToName(vr)
-	objects := make(map[WatchedObject]bool, len(pending))
+	objects := make([]WatchedObject, 0, len(pending))
 	seen := map[schema.GroupVersionResource]bool{}
 	var refs []watchregistry.Ref
 	for _, m := range pending {
@@ -36,13 +36,13 @@ func (e *Engine) awaitGone(ctx context.Context, vr *v1alpha1.VidraResource, targ
 		if err != nil {
 			continue
 		}
-		objects[WatchedObject{GVR: mapping.Resource, Namespace: m.Namespace, Name: m.Name}] = true
+		objects = append(objects, WatchedObject{GVR: mapping.Resource, Namespace: m.Namespace, Name: m.Name})
 		if !seen[mapping.Resource] {
 			seen[mapping.Resource] = true
 			refs = append(refs, watchregistry.Ref{Cluster: target.Cluster, GVR: mapping.Resource})
 		}
 	}
-	e.wakes.expect(key, vr.UID, objects)
+	e.wakes.expect(key, vr.UID, target.Cluster, objects)
 	if err := e.registry.Track(key, refs); err != nil {
 		// The work queue's backoff still comes back.
 		klog.FromContext(ctx).Error(err, "Watching the objects a deletion waits for failed; it checks again with backoff")

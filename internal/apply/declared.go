@@ -26,9 +26,10 @@ import (
 // and read the API server, and the object's next change caches it in
 // full.
 func (x *WakeIndex) Declares(vr *v1alpha1.VidraResource, cluster string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) (here, declared bool) {
-	if watchedOn, objects, known := x.lookup(cache.MetaObjectToName(vr), vr.UID); known {
+	key := cache.MetaObjectToName(vr)
+	if watchedOn, known := x.cluster(key, vr.UID); known {
 		here = watchedOn == cluster
-		declared = here && (objects == nil || objects[WatchedObject{GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName()}])
+		declared = here && x.interested(key, cluster, gvr, u.GetNamespace(), u.GetName())
 		if declared || !here {
 			return here, declared
 		}
@@ -38,6 +39,6 @@ func (x *WakeIndex) Declares(vr *v1alpha1.VidraResource, cluster string, gvr sch
 	if cluster != destination.LocalCluster || vr.Spec.Destination.KubeconfigSecretRef != nil || !destination.IsLocalServer(vr.Spec.Destination.Server) {
 		return here, false
 	}
-	key := keyOf(u)
-	return true, slices.ContainsFunc(vr.Status.ManagedResources, func(m v1alpha1.ManagedResource) bool { return inventoryKey(m) == key })
+	object := keyOf(u)
+	return true, slices.ContainsFunc(vr.Status.ManagedResources, func(m v1alpha1.ManagedResource) bool { return inventoryKey(m) == object })
 }

@@ -6,8 +6,12 @@ package apply
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
 // WakeIndex records, for each VidraResource, the cluster its last pass had
@@ -16,24 +20,30 @@ import (
 // declares (Declares). The engine writes it; the watch registry's callbacks
 // read it, from the informers' goroutines. It is built before both, so that
 // neither has to be handed the other once built.
+//
+// The objects are the resource's interests in the watch registry's sense
+// (watchregistry.Interests, one by name per object): the library's own
+// index of which owner wants which object, which any operator built on it
+// uses. What Vidra adds is the cluster each resource is known to be
+// watched on, by the resource's UID.
 type WakeIndex struct {
+	interests *watchregistry.Interests[cache.ObjectName]
+
 	mu sync.Mutex
 	m  map[cache.ObjectName]*watched
 }
 
-// watched is one resource's entry.
+// watched is what the index knows of one resource beside its interests.
 type watched struct {
 	uid types.UID
 	// cluster is the cluster the objects are watched on, once known.
 	cluster string
 	known   bool
-	// objects are the manifest's objects watched, nil for every object.
-	objects map[WatchedObject]bool
 }
 
 // NewWakeIndex returns an empty index.
 func NewWakeIndex() *WakeIndex {
-	return &WakeIndex{m: map[cache.ObjectName]*watched{}}
+	return &WakeIndex{interests: watchregistry.NewInterests[cache.ObjectName](), m: map[cache.ObjectName]*watched{}}
 }
 
 // WakesFrom reports whether an event of obj on cluster, carrying the marks
@@ -47,34 +57,52 @@ func NewWakeIndex() *WakeIndex {
 // resource not reconciled since the operator started is woken by any, and
 // reconciled once anyway.
 func (x *WakeIndex) WakesFrom(key cache.ObjectName, uid types.UID, cluster string, obj WatchedObject) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	w := x.m[key]
-	if w == nil || w.uid != uid || !w.known {
+	on, known := x.cluster(key, uid)
+	if !known {
 		return true
 	}
-	return w.cluster == cluster && (w.objects == nil || w.objects[obj])
+	return on == cluster && x.interested(key, cluster, obj.GVR, obj.Namespace, obj.Name)
 }
 
-// lookup returns what the last pass of the resource of key and uid had
-// watched, known false when no pass of it recorded a cluster.
-func (x *WakeIndex) lookup(key cache.ObjectName, uid types.UID) (cluster string, objects map[WatchedObject]bool, known bool) {
+// cluster returns the cluster the resource of key and uid is watched on,
+// known false when no pass of it recorded one.
+func (x *WakeIndex) cluster(key cache.ObjectName, uid types.UID) (string, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	w := x.m[key]
 	if w == nil || w.uid != uid || !w.known {
-		return "", nil, false
+		return "", false
 	}
-	return w.cluster, w.objects, true
+	return w.cluster, true
 }
 
-// expect records the objects a pass is about to have watched, before their
-// informers start: their first lists wake the owners of what they find.
-func (x *WakeIndex) expect(key cache.ObjectName, uid types.UID, objects map[WatchedObject]bool) {
+// interested reports whether the resource of key declared the object.
+func (x *WakeIndex) interested(key cache.ObjectName, cluster string, gvr schema.GroupVersionResource, namespace, name string) bool {
+	u := &unstructured.Unstructured{}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	for _, owner := range x.interests.Owners(watchregistry.Event{Ref: watchregistry.Ref{Cluster: cluster, GVR: gvr}, Object: u}) {
+		if owner == key {
+			return true
+		}
+	}
+	return false
+}
+
+// expect records the objects a pass on cluster is about to have watched,
+// before their informers start: their first lists wake the owners of what
+// they find.
+func (x *WakeIndex) expect(key cache.ObjectName, uid types.UID, cluster string, objects []WatchedObject) {
+	interests := make([]watchregistry.Interest, 0, len(objects))
+	for _, o := range objects {
+		interests = append(interests, watchregistry.Interest{Ref: watchregistry.Ref{Cluster: cluster, GVR: o.GVR}, Namespace: o.Namespace, Name: o.Name})
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	w := x.entry(key, uid)
-	w.objects = objects
+	x.entry(key, uid)
+	// Under mu, so that a forget cannot come between the entry and its
+	// interests.
+	x.interests.Set(key, interests)
 }
 
 // watching records the cluster the resource's objects are now watched on.
@@ -85,20 +113,22 @@ func (x *WakeIndex) watching(key cache.ObjectName, uid types.UID, cluster string
 	w.cluster, w.known = cluster, true
 }
 
-// forget drops the resource's entry.
+// forget drops the resource's entry and interests.
 func (x *WakeIndex) forget(key cache.ObjectName) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.m, key)
+	x.interests.Forget(key)
 }
 
-// entry returns the entry of key for uid, a fresh one when it was of
-// another resource of the same name. Called under mu.
+// entry returns the entry of key for uid, a fresh one, without interests,
+// when it was of another resource of the same name. Called under mu.
 func (x *WakeIndex) entry(key cache.ObjectName, uid types.UID) *watched {
 	w := x.m[key]
 	if w == nil || w.uid != uid {
 		w = &watched{uid: uid}
 		x.m[key] = w
+		x.interests.Forget(key)
 	}
 	return w
 }

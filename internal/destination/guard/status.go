@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vidra-operator/vidra/internal/wording"
