@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/fakeapply"
 	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	vidrafake "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/fake"
@@ -97,7 +98,7 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 		t.Fatal(err)
 	}
 	f.meta = metadatafake.NewSimpleMetadataClient(scheme)
-	f.answerApplies()
+	fakeapply.AnswerApplies(f.dynamic, f.meta, engineAppliedRV)
 	f.recordRequests()
 
 	registry, err := watchregistry.New(watchregistry.Options[cache.ObjectName]{
@@ -125,32 +126,6 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 	f.engine = New(Options{Registry: registry, Owners: owners.Lister(), Vidra: f.vidra, Recorder: f.recorder, Clock: clock,
 		Resources: func(uid types.UID) (exists, known bool) { return uids[uid], !f.partialView }})
 	return f
-}
-
-// answerApplies answers server-side applies as the API server does, which
-// the fakes' object trackers do not: a creation (the dynamic client) with
-// the applied object, a change (the metadata client) with its metadata.
-func (f *engineFixture) answerApplies() {
-	f.meta.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.GetNamespace(), Name: p.GetName(), ResourceVersion: engineAppliedRV}}, nil
-	})
-	f.dynamic.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
-			return true, nil, err
-		}
-		u.SetResourceVersion(engineAppliedRV)
-		return true, u, nil
-	})
 }
 
 // recordRequests records the requests to the destination's fakes, and to

@@ -36,6 +36,7 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/config"
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/fakeapply"
 	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	vidrafake "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/fake"
@@ -133,30 +134,8 @@ func newFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runtime.Obj
 		t.Fatal(err)
 	}
 	f.meta = metadatafake.NewSimpleMetadataClient(scheme, metaObjs...)
-	// The object tracker has no server-side apply of metadata: answer as
-	// the API server does, with the applied object's metadata.
-	f.meta.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.GetNamespace(), Name: p.GetName(), ResourceVersion: appliedRV}}, nil
-	})
-	// Nor of whole objects, which a creation asks for: answer with the
-	// applied object.
-	f.dynamic.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType {
-			return false, nil, nil
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
-			return true, nil, err
-		}
-		u.SetResourceVersion(appliedRV)
-		return true, u, nil
-	})
+	// The object trackers have no server-side apply.
+	fakeapply.AnswerApplies(f.dynamic, f.meta, appliedRV)
 	return f
 }
 
