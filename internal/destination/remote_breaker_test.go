@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vidra-operator/vidra/internal/destination/guard"
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
@@ -196,7 +197,7 @@ func TestBreakerCountsARefusedAnswerOnlyWhenSlow(t *testing.T) {
 // (guard.RefusedAnswer).
 func guardErrors(t *testing.T) (overLimit, refused error) {
 	t.Helper()
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(64<<20))
 		w.WriteHeader(http.StatusOK)

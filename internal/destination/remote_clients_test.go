@@ -5,7 +5,6 @@ package destination
 
 import (
 	"encoding/pem"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -25,15 +24,6 @@ func newTestGuard(t *testing.T, c Guard) *guard.Guard {
 		t.Fatal(err)
 	}
 	return g
-}
-
-// hostileServer is a TLS server of a tenant's own, answering every request
-// with handler.
-func hostileServer(t *testing.T, handler http.HandlerFunc) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewTLSServer(handler)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // testOperatorNamespace is the operator's namespace of remoteClientsIn.

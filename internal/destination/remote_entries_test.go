@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
@@ -157,7 +158,7 @@ func TestARedirectToPlainHTTPIsRefused(t *testing.T) {
 		_, _ = io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"d"}}`)
 	}))
 	t.Cleanup(plain.Close)
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, plain.URL+"/internal?x=1", http.StatusTemporaryRedirect)
 	})
 	cc, _ := remoteClientsIn(t, srv, newTestGuard(t, Guard{}), "team-a")

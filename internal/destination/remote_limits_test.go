@@ -14,8 +14,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // A tenant's own "API server" answers discovery with a body far over the
@@ -26,8 +27,8 @@ import (
 // minutes.)
 func TestRemoteAnswerOverTheLimitIsRefused(t *testing.T) {
 	const size = 64 << 20
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		streamJSON(w, `{"kind":"APIVersions","versions":["`, `"]}`, size)
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
+		hostiletest.StreamJSON(w, `{"kind":"APIVersions","versions":["`, `"]}`, size)
 	})
 	cc, _ := remoteClientsIn(t, srv, newTestGuard(t, Guard{}), "tenant")
 	var before, after runtime.MemStats
@@ -55,7 +56,7 @@ func TestRemoteAnswerOverTheLimitIsRefused(t *testing.T) {
 // server serving 28,000 resources held 309 MiB.
 func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 	const resources = 28_000 // 140,000 values, under the bound of one document
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/api":
@@ -65,7 +66,7 @@ func TestRemoteDiscoveryOfANamespaceIsBounded(t *testing.T) {
 		case "/api/v1":
 			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get"]}]}`)
 		case "/apis/h.example/v1":
-			resourceList(w, resources)
+			hostiletest.ResourceList(w, resources)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}`)
@@ -151,33 +152,4 @@ func TestTenantWatchesSpeakHTTP1(t *testing.T) {
 	if got := protos["from="+testOperatorNamespace]; got != 2 {
 		t.Errorf("a watch of the operator's namespace spoke HTTP/%d; want HTTP/2", got)
 	}
-}
-
-// resourceList writes the discovery document of group h.example/v1 with n
-// resources, five JSON values each.
-func resourceList(w io.Writer, n int) {
-	io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
-	for i := range n {
-		if i > 0 {
-			io.WriteString(w, ",")
-		}
-		fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
-	}
-	io.WriteString(w, `]}`)
-}
-
-// streamJSON writes a JSON answer of about size bytes: prefix, a string of
-// size bytes, suffix, until the client stops reading.
-func streamJSON(w http.ResponseWriter, prefix, suffix string, size int) {
-	w.Header().Set("Content-Type", "application/json")
-	if _, err := io.WriteString(w, prefix); err != nil {
-		return
-	}
-	chunk := strings.Repeat("a", 64<<10)
-	for sent := 0; sent < size; sent += len(chunk) {
-		if _, err := io.WriteString(w, chunk); err != nil {
-			return
-		}
-	}
-	_, _ = io.WriteString(w, suffix)
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // A tenant's server may answer every request with thousands of Warning
@@ -25,7 +27,7 @@ import (
 // cluster, with the count of those left out.
 func TestRemoteWarningsAreLoggedOnceAMinute(t *testing.T) {
 	const warnings = 20000
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		for i := range warnings {
 			w.Header().Add("Warning", fmt.Sprintf(`299 - "w%d"`, i))
 		}
@@ -71,7 +73,7 @@ func TestRemoteWarningsAreLoggedOnceAMinute(t *testing.T) {
 // answer, up to 10 MiB by default. A remote server's headers are bounded
 // at 1 MiB: past it the request fails, and nothing more is read.
 func TestRemoteAnswerHeadersAreBounded(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		for i := range 3000 {
 			w.Header().Add(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("x", 1000))
 		}

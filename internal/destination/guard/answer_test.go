@@ -14,12 +14,13 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // TestForeignAnswersAreNotQuoted: whatever a server that is not a Kubernetes
@@ -150,8 +151,8 @@ func TestWatchStreamsAreNotBuffered(t *testing.T) {
 // to 2.5 GiB and the caller 2.5 minutes.)
 func TestRemoteAnswerOverTheLimitIsRefused(t *testing.T) {
 	const limit, size = 1 << 20, 64 << 20
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
-		streamJSON(w, `{"kind":"APIVersions","versions":["`, `"]}`, size)
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
+		hostiletest.StreamJSON(w, `{"kind":"APIVersions","versions":["`, `"]}`, size)
 	})
 	c, allocated := clientsFor(t, srv, limit)
 	_, err := c.discovery.ServerGroups()
@@ -171,7 +172,7 @@ func TestRemoteAnswerOverTheLimitIsRefused(t *testing.T) {
 
 // An answer that says its length up front is refused before it is read.
 func TestRemoteAnswerDeclaredOverTheLimitIsNotRead(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(8<<20))
 		w.WriteHeader(http.StatusOK)
@@ -191,7 +192,7 @@ func TestRemoteAnswerDeclaredOverTheLimitIsNotRead(t *testing.T) {
 // the limits or replaced.
 func TestRemoteAnswersThatTryToSlipPastTheLimits(t *testing.T) {
 	var accepts atomic.Value
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		accepts.Store(r.Header.Get("Accept"))
 		switch r.URL.Query().Get("try") {
 		case "protobuf":
@@ -199,11 +200,11 @@ func TestRemoteAnswersThatTryToSlipPastTheLimits(t *testing.T) {
 			io.WriteString(w, "k8s\x00"+strings.Repeat("\x0a\x00", 1<<20))
 		case "stream":
 			w.Header().Set("Content-Type", "application/json;stream=watch")
-			streamJSON(w, `{}`+strings.Repeat("{}", 1<<10), "", 64<<20)
+			hostiletest.StreamJSON(w, `{}`+strings.Repeat("{}", 1<<10), "", 64<<20)
 		case "redirect":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusMultipleChoices)
-			streamJSON(w, `{"kind":"Status","apiVersion":"v1","message":"`, `"}`, 64<<20)
+			hostiletest.StreamJSON(w, `{"kind":"Status","apiVersion":"v1","message":"`, `"}`, 64<<20)
 		case "kind":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","items":[`+strings.TrimSuffix(strings.Repeat("{},", 2*maxAnswerValues), ",")+`]}`)
@@ -259,7 +260,7 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 		}
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	srv := hostileServer(t, values("ConfigMap", "v1", 2*maxAnswerValues))
+	srv := hostiletest.Server(t, values("ConfigMap", "v1", 2*maxAnswerValues))
 	c, allocated := clientsFor(t, srv, 64<<20)
 	_, err := c.client.Resource(cms).Namespace("ns").Get(t.Context(), "a", metav1.GetOptions{})
 	want := fmt.Sprintf("sent an answer over %d JSON values", maxAnswerValues)
@@ -271,7 +272,7 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 	}
 
 	n := (maxAnswerValues + maxDiscoveryValues) / 4 // {} and its comma: two values each
-	srv = hostileServer(t, values("APIResourceList", "v1", n))
+	srv = hostiletest.Server(t, values("APIResourceList", "v1", n))
 	c, _ = clientsFor(t, srv, 64<<20)
 	if err := c.probe.Get().AbsPath("/api/v1").Do(t.Context()).Error(); err != nil {
 		t.Errorf("a discovery document of %d values: %v", 2*n, err)
@@ -284,7 +285,7 @@ func TestRemoteAnswerOfTinyValuesIsRefused(t *testing.T) {
 // any answer.
 func TestRemoteAnswerAboutAnObjectIsBoundedByIt(t *testing.T) {
 	var entries, size atomic.Int64
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns"},"data":{`)
 		value := strings.Repeat("v", int(size.Load()))

@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
@@ -146,44 +144,6 @@ func clientsFor(t *testing.T, srv *httptest.Server, limit int64) (*testClients, 
 		runtime.ReadMemStats(&after)
 		return after.TotalAlloc - before.TotalAlloc
 	}
-}
-
-// hostileServer is a TLS server of a tenant's own, answering every request
-// with handler.
-func hostileServer(t *testing.T, handler http.HandlerFunc) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewTLSServer(handler)
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// resourceList writes the discovery document of group h.example/v1 with n
-// resources, five JSON values each.
-func resourceList(w io.Writer, n int) {
-	io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"h.example/v1","resources":[`)
-	for i := range n {
-		if i > 0 {
-			io.WriteString(w, ",")
-		}
-		fmt.Fprintf(w, `{"name":"r%d","kind":"K%d","verbs":[]}`, i, i)
-	}
-	io.WriteString(w, `]}`)
-}
-
-// streamJSON writes a JSON answer of about size bytes: prefix, a string of
-// size bytes, suffix, until the client stops reading.
-func streamJSON(w http.ResponseWriter, prefix, suffix string, size int) {
-	w.Header().Set("Content-Type", "application/json")
-	if _, err := io.WriteString(w, prefix); err != nil {
-		return
-	}
-	chunk := strings.Repeat("a", 64<<10)
-	for sent := 0; sent < size; sent += len(chunk) {
-		if _, err := io.WriteString(w, chunk); err != nil {
-			return
-		}
-	}
-	_, _ = io.WriteString(w, suffix)
 }
 
 // tinyObjects writes n ConfigMaps of a few values each, separated by commas:

@@ -14,15 +14,16 @@ import (
 	"testing"
 	"time"
 
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // The informers' clients read lists, which get a larger limit than other
@@ -31,20 +32,20 @@ func TestRemoteListOverTheLimitIsRefused(t *testing.T) {
 	const limit = 256 << 10
 	list := func(size int) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
-			streamJSON(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns"},"data":{"k":"`, `"}}]}`, size)
+			hostiletest.StreamJSON(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns"},"data":{"k":"`, `"}}]}`, size)
 		}
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 	// Over the limit of one object, under that of a list: read.
-	srv := hostileServer(t, list(2*limit))
+	srv := hostiletest.Server(t, list(2*limit))
 	c, _ := clientsFor(t, srv, limit)
 	if l, err := c.watch.Resource(cms).Namespace("ns").List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
 		t.Fatalf("a list under the list limit: %v", err)
 	}
 
 	// Over the limit of a list: refused.
-	srv = hostileServer(t, list(64<<20))
+	srv = hostiletest.Server(t, list(64<<20))
 	c, allocated := clientsFor(t, srv, limit)
 	_, err := c.watch.Resource(cms).Namespace("ns").List(t.Context(), metav1.ListOptions{})
 	if err == nil || !strings.Contains(err.Error(), "sent a list over 1 MiB") {
@@ -63,7 +64,7 @@ func TestRemoteListOverTheLimitIsRefused(t *testing.T) {
 // bounded in JSON values too, before client-go decodes them.
 func TestRemoteListOfTinyValuesIsRefused(t *testing.T) {
 	const objects = 100_000 // 6 MiB of text, 600,000 values
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`)
 		tinyObjects(w, 0, objects)
@@ -90,7 +91,7 @@ func TestRemoteListOfTinyValuesIsRefused(t *testing.T) {
 // are bounded together.
 func TestRemoteListPagesAddUp(t *testing.T) {
 	var pages atomic.Int32
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		n := pages.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1","continue":"page-%d"},"items":[`, n)
@@ -155,7 +156,7 @@ func TestRemoteListPagesAreCountedPerList(t *testing.T) {
 func TestRemoteInformersListInsteadOfStreaming(t *testing.T) {
 	var mu sync.Mutex
 	var requests []string
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		requests = append(requests, r.URL.RawQuery)
 		mu.Unlock()
@@ -202,7 +203,7 @@ func TestRemoteListsOfANamespaceAreReadOneAtATime(t *testing.T) {
 	var inFlight, most atomic.Int32
 	hold := make(chan struct{})
 	var release sync.Once
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {

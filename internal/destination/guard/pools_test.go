@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // The watch streams of one namespace's remote clusters share a pool of
@@ -25,7 +27,7 @@ import (
 // an error that says so, and a stream gives back what it held when it ends.
 func TestRemoteWatchesOfANamespaceShareAPool(t *testing.T) {
 	const partial = 100 << 10
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"held","namespace":"ns"},"data":{"k":"`+strings.Repeat("a", partial))
 		w.(http.Flusher).Flush()
@@ -111,7 +113,7 @@ func TestRemoteWatchesOfANamespaceArePaced(t *testing.T) {
 	}
 	// White space costs by the KiB.
 	stream.WriteString(strings.Repeat(" ", 10<<10))
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, stream.String())
 	})
@@ -161,7 +163,7 @@ func TestRemoteWatchesOfANamespaceArePaced(t *testing.T) {
 
 // A stream waiting for its pace ends as soon as the watch is stopped.
 func TestRemotePacedWatchStops(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		for i := range 10 {
 			fmt.Fprint(w, watchEvent(fmt.Sprintf("c%d", i), "v"))
@@ -214,10 +216,10 @@ func TestRemotePacedWatchStops(t *testing.T) {
 // refusal fails the request, not the server.
 func TestRemoteRefusedDiscoveryIsNotAskedAgainAtOnce(t *testing.T) {
 	var served atomic.Int64
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		served.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		resourceList(w, 1000)
+		hostiletest.ResourceList(w, 1000)
 	})
 	g := newTest(t, Config{})
 	g.discoveryValues = 1000
@@ -242,9 +244,9 @@ func TestRemoteRefusedDiscoveryIsNotAskedAgainAtOnce(t *testing.T) {
 // clients are dropped (Cluster.Close): another cluster may then hold as
 // much.
 func TestRemoteDiscoveryPoolIsGivenBackWhenClustersClose(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		resourceList(w, 1000)
+		hostiletest.ResourceList(w, 1000)
 	})
 	g := newTest(t, Config{})
 	g.discoveryValues = 6000 // one document of 5,000 values, not two

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // A remote server's refusal is kept, as a Status, but not all of it: a
@@ -22,7 +24,7 @@ import (
 // 64 MiB of the tenant's text. The message keeps its start, and a few of
 // its causes.
 func TestRemoteStatusTextIsBounded(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		st := metav1.Status{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
 			Reason: metav1.StatusReasonInvalid, Message: "refused: " + strings.Repeat("é", 25500),

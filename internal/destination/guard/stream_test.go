@@ -13,16 +13,17 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/vidra-operator/vidra/internal/destination/guard/hostiletest"
 )
 
 // A watch stream is bounded per event, not in all: a long watch carries any
 // number of events under the limit.
 func TestRemoteWatchCarriesAnyNumberOfEventsUnderTheLimit(t *testing.T) {
 	const limit, events = 4 << 10, 200
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		for i := range events {
 			// Brackets and quotes inside strings are no event boundary.
@@ -51,11 +52,11 @@ func TestRemoteWatchCarriesAnyNumberOfEventsUnderTheLimit(t *testing.T) {
 // before client-go's decoder has buffered it, and opens the breaker.
 func TestRemoteWatchEventOverTheLimitEndsTheWatch(t *testing.T) {
 	const limit = 1 << 20
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, watchEvent("small", "v"))
 		// Braces in a string: the event does not end in them.
-		streamJSON(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"huge","namespace":"ns"},"data":{"k":"`+strings.Repeat("}", 1000), `"}}}`, 64<<20)
+		hostiletest.StreamJSON(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"huge","namespace":"ns"},"data":{"k":"`+strings.Repeat("}", 1000), `"}}}`, 64<<20)
 	})
 	c, allocated := clientsFor(t, srv, limit)
 	got := watchEvents(t, c.watch)
@@ -72,7 +73,7 @@ func TestRemoteWatchEventOverTheLimitEndsTheWatch(t *testing.T) {
 
 // A watch event is bounded in values as well as in bytes.
 func TestRemoteWatchEventOfTinyValuesEndsTheWatch(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, watchEvent("small", "v"))
 		io.WriteString(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"huge","namespace":"ns"},"data":{"k":[`)
@@ -102,7 +103,7 @@ func TestRemoteWatchEventOfTinyValuesEndsTheWatch(t *testing.T) {
 // after an event over 64 KiB, which client-go delivers first; the informer
 // watches again from there.
 func TestRemoteWatchEndsAfterALargeEvent(t *testing.T) {
-	srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostiletest.Server(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, watchEvent("small", "v"))
 		fmt.Fprint(w, strings.Replace(watchEvent("large", strings.Repeat("a", 100<<10)), "ADDED", "DELETED", 1))
