@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // Kind is what went wrong with a call to Infrahub, as a caller decides on
@@ -160,9 +162,9 @@ func (e *Error) advice() string {
 		return with("no complete answer in time; is Infrahub overloaded, or the network slow?")
 	case KindTooLarge:
 		if e.Op == OpDownload {
-			return with(fmt.Sprintf("the artifact's content is over %s, more than a VidraResource's manifest holds; make the artifact smaller or split it", byteSize(e.Limit)))
+			return with(fmt.Sprintf("the artifact's content is over %s, more than a VidraResource's manifest holds; make the artifact smaller or split it", wording.Bytes(e.Limit)))
 		}
-		return with(fmt.Sprintf("the answer is over %s, more than Vidra reads of one answer; select fewer artifacts or fields", byteSize(e.Limit)))
+		return with(fmt.Sprintf("the answer is over %s, more than Vidra reads of one answer; select fewer artifacts or fields", wording.Bytes(e.Limit)))
 	case KindBadAnswer:
 		return with("this is not an answer Infrahub gives; check that spec.source.infrahubAPIURL names Infrahub's address")
 	case KindNetwork:
@@ -179,17 +181,6 @@ func (e *Error) retryText() string {
 		return fmt.Sprintf("; Vidra tries again (Infrahub asked to wait %s)", e.RetryAfter)
 	}
 	return "; Vidra tries again"
-}
-
-// byteSize writes a bound as people read it.
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // Unwrap returns the cause, if any.

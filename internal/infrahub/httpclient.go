@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/wording"
 )
 
 // MaxCABytes bounds the PEM bundle of a private CA (HTTPOptions.CAPEM): a
@@ -55,7 +56,7 @@ func NewHTTPClient(opts HTTPOptions) (*http.Client, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(opts.CAPEM) > 0 {
 		if len(opts.CAPEM) > MaxCABytes {
-			return nil, fmt.Errorf("the CA bundle has %d bytes, over the %s Vidra reads", len(opts.CAPEM), byteSize(MaxCABytes))
+			return nil, fmt.Errorf("the CA bundle has %d bytes, over the %s Vidra reads", len(opts.CAPEM), wording.Bytes(MaxCABytes))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(opts.CAPEM) {
