@@ -138,12 +138,6 @@ func (e *Engine) stateFor(key cache.ObjectName, uid types.UID) *resourceState {
 	return st
 }
 
-// WakesFrom reports whether an event of obj on cluster, carrying the marks
-// of the VidraResource of key and uid, may wake it (see WakeIndex).
-func (e *Engine) WakesFrom(key cache.ObjectName, uid types.UID, cluster string, obj WatchedObject) bool {
-	return e.wakes.WakesFrom(key, uid, cluster, obj)
-}
-
 // WatchedObject names an object as its watch event does: by the resource
 // its informer watches, its namespace and its name.
 type WatchedObject struct {

@@ -6,7 +6,6 @@ package apply
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -78,15 +77,7 @@ func (x *WakeIndex) cluster(key cache.ObjectName, uid types.UID) (string, bool) 
 
 // interested reports whether the resource of key declared the object.
 func (x *WakeIndex) interested(key cache.ObjectName, cluster string, gvr schema.GroupVersionResource, namespace, name string) bool {
-	u := &unstructured.Unstructured{}
-	u.SetNamespace(namespace)
-	u.SetName(name)
-	for _, owner := range x.interests.Owners(watchregistry.Event{Ref: watchregistry.Ref{Cluster: cluster, GVR: gvr}, Object: u}) {
-		if owner == key {
-			return true
-		}
-	}
-	return false
+	return x.interests.WantsByName(key, watchregistry.Ref{Cluster: cluster, GVR: gvr}, namespace, name)
 }
 
 // expect records the objects a pass on cluster is about to have watched,

@@ -157,6 +157,16 @@ func (in *Interests[K]) Owners(ev Event) []K {
 	return slices.Collect(maps.Keys(out))
 }
 
+// WantsByName reports whether owner has an interest by name in the object
+// namespace/name of ref's cluster and resource: the question an owner that
+// checks an event it was handed asks, without allocating.
+func (in *Interests[K]) WantsByName(owner K, ref Ref, namespace, name string) bool {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	_, ok := in.byName[interestKey{resourceOf(ref), namespace, name}][owner]
+	return ok
+}
+
 // Map returns a Map function for Options.Map: the owners interested in
 // the object, and those next returns (nil for none), once each.
 func (in *Interests[K]) Map(next func(Event) []K) func(Event) []K {

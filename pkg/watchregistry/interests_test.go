@@ -77,3 +77,28 @@ func TestInterestsMapEventsToInterestedOwners(t *testing.T) {
 		t.Fatalf("index keeps forgotten owners: %d names, %d owners", len(in.byName), len(in.owners))
 	}
 }
+
+func TestWantsByNameAnswersForOneOwnerAndOneObject(t *testing.T) {
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	inA := Ref{GVR: secrets, Namespace: "a"}
+	in := NewInterests[string]()
+	in.Set("cm", []Interest{{Ref: inA, Name: "db"}, {Ref: Ref{GVR: secrets}, Namespace: "b"}})
+	for _, tc := range []struct {
+		name            string
+		owner           string
+		ref             Ref
+		namespace, objN string
+		want            bool
+	}{
+		{"the named object", "cm", inA, "a", "db", true},
+		{"through an all-namespaces ref", "cm", Ref{GVR: secrets}, "a", "db", true},
+		{"another owner", "other", inA, "a", "db", false},
+		{"another name", "cm", inA, "a", "tls", false},
+		{"another cluster", "cm", Ref{Cluster: "east", GVR: secrets}, "a", "db", false},
+		{"an interest by namespace is not one by name", "cm", Ref{GVR: secrets}, "b", "x", false},
+	} {
+		if got := in.WantsByName(tc.owner, tc.ref, tc.namespace, tc.objN); got != tc.want {
+			t.Errorf("%s: WantsByName = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
