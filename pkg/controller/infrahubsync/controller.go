@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vidra-operator/vidra/internal/config"
+	"github.com/vidra-operator/vidra/internal/events"
 	"github.com/vidra-operator/vidra/internal/infrahub/webhook"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/generated/clientset/versioned"
@@ -122,7 +123,7 @@ type Controller struct {
 	secrets   SecretReader
 	sources   *sources
 	intact    *intactCache
-	recorder  record.EventRecorder
+	recorder  events.Recorder
 	metrics   *Metrics
 	clock     clock.WithTicker
 	config    func() *config.Config
@@ -153,9 +154,6 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Recorder == nil {
-		opts.Recorder = &record.FakeRecorder{}
-	}
 	c := &Controller{
 		vidra:     col.Vidra,
 		syncs:     col.Syncs.Lister(),
@@ -165,7 +163,7 @@ func NewController(ctx context.Context, col Collaborators, opts Options) (*Contr
 		secrets:   col.Secrets,
 		sources:   newSources(),
 		intact:    newIntactCache(),
-		recorder:  opts.Recorder,
+		recorder:  events.New(opts.Recorder),
 		metrics:   NewMetrics(opts.Registerer),
 		clock:     opts.Clock,
 		config:    opts.Config,

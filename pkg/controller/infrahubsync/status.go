@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,11 +231,11 @@ func (c *Controller) events(sync *v1alpha1.InfrahubSync, s *status, out v1alpha1
 		if s.deleted > 0 {
 			parts = append(parts, wording.Count(s.deleted, "VidraResource")+" deleted (their artifacts left Infrahub's answer)")
 		}
-		c.recorder.Event(sync, corev1.EventTypeNormal, "Synced", strings.Join(parts, ", "))
+		c.recorder.Event(sync, false, "Synced", "%s", strings.Join(parts, ", "))
 	}
 	cur := meta.FindStatusCondition(out.Conditions, v1alpha1.ConditionReady)
 	old := meta.FindStatusCondition(sync.Status.Conditions, v1alpha1.ConditionReady)
 	if cur != nil && cur.Status != metav1.ConditionTrue && (old == nil || old.Reason != cur.Reason || old.Message != cur.Message) {
-		c.recorder.Event(sync, corev1.EventTypeWarning, cur.Reason, cur.Message)
+		c.recorder.Event(sync, true, cur.Reason, "%s", cur.Message)
 	}
 }

@@ -135,8 +135,8 @@ func (c *Controller) webhookKey(ctx context.Context, sync *v1alpha1.InfrahubSync
 		}
 		err = fmt.Errorf("Secret %s/%s named by spec.webhook.secretRef has no key %s of 1 to %d bytes", sync.Namespace, sync.Spec.Webhook.SecretRef.Name, v1alpha1.WebhookSharedKey, maxSharedKeyBytes)
 	}
-	c.recorder.Event(sync, corev1.EventTypeWarning, v1alpha1.ReasonWebhookUnavailable,
-		"webhooks are refused until this is fixed, and changes come with the poll: "+err.Error())
+	c.recorder.Event(sync, true, v1alpha1.ReasonWebhookUnavailable,
+		"webhooks are refused until this is fixed, and changes come with the poll: %v", err)
 	return nil
 }
 
