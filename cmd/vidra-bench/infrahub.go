@@ -149,13 +149,9 @@ func runInfrahub(ctx context.Context, o options) (res *infrahubResult, err error
 		"Idle: counts at the stand-in after every change is applied; Kubernetes requests of the operator from the API server's audit log over the same window.",
 		"Memory: the operator's RSS and heap (after a collection forced through /debug/pprof/heap?gc=1) before the sync is created and after its artifacts are applied and the operator is quiet.",
 	}
-	binary := o.vidra
-	if binary == "" {
-		binary = filepath.Join(root, "bin", "bench", "vidra")
-		logf("building %s", binary)
-		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
-			return nil, err
-		}
+	binary, err := operatorBinary(ctx, o, root)
+	if err != nil {
+		return nil, err
 	}
 
 	logf("starting a control plane")

@@ -60,13 +60,9 @@ func run(ctx context.Context, o options) (res *results, err error) {
 
 	res = &results{Meta: machine(root, o)}
 	res.Meta.LoadAverage = []string{loadAverage()}
-	binary := o.vidra
-	if binary == "" {
-		binary = filepath.Join(root, "bin", "bench", "vidra")
-		logf("building %s", binary)
-		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
-			return nil, err
-		}
+	binary, err := operatorBinary(ctx, o, root)
+	if err != nil {
+		return nil, err
 	}
 
 	logf("starting a control plane (audit log of user %s)", operatorUser)
@@ -353,4 +349,15 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// operatorBinary is the vidra binary the run measures: -vidra's, or
+// cmd/vidra built into bin/bench.
+func operatorBinary(ctx context.Context, o options, root string) (string, error) {
+	if o.vidra != "" {
+		return o.vidra, nil
+	}
+	binary := filepath.Join(root, "bin", "bench", "vidra")
+	logf("building %s", binary)
+	return binary, testenv.BuildVidra(ctx, binary, false)
 }

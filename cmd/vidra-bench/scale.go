@@ -160,13 +160,9 @@ func runScale(ctx context.Context, o options) (*scaleResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	binary := o.vidra
-	if binary == "" {
-		binary = filepath.Join(root, "bin", "bench", "vidra")
-		logf("building %s", binary)
-		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
-			return nil, err
-		}
+	binary, err := operatorBinary(ctx, o, root)
+	if err != nil {
+		return nil, err
 	}
 	res := &scaleResult{Meta: machine(root, o), N: o.n, Objects: 4 * o.n}
 	res.Meta.LoadAverage = []string{loadAverage()}

@@ -73,13 +73,9 @@ func runSources(ctx context.Context, o options) (res *sourcesResult, err error) 
 		"spec.manifestFrom: N VidraResources in one namespace, each with an empty spec.manifest and one ConfigMap src-i (key manifest.yaml) declaring ConfigMap out-i; spec.interval 0, so only the watch of src-i wakes a resource.",
 		"Change: src-i gets a new value, one sample at a time after a random pause of up to 200 ms; the clock stops at the watch event of out-i carrying it. Drift: out-i is deleted; the clock stops at the watch event of its re-creation.",
 	}
-	binary := o.vidra
-	if binary == "" {
-		binary = filepath.Join(root, "bin", "bench", "vidra")
-		logf("building %s", binary)
-		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
-			return nil, err
-		}
+	binary, err := operatorBinary(ctx, o, root)
+	if err != nil {
+		return nil, err
 	}
 	logf("starting a control plane")
 	c, err := startCluster(ctx, dir, false)

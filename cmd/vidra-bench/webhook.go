@@ -101,13 +101,9 @@ func runWebhook(ctx context.Context, o options) (res *webhookResult, err error) 
 		"Change latency: one artifact at a time gets new content (SetArtifact, which posts the webhook) 600 ms after the previous change was applied (the per-sync limit is two webhook passes a second); the clock stops at the ConfigMap's watch event carrying the new value.",
 		"Flood: forged requests (a wrong key, a fresh timestamp and webhook-id each, the sync's own path) from 64 keep-alive connections, paced at the rate asked, while the changes above go on.",
 	}
-	binary := o.vidra
-	if binary == "" {
-		binary = filepath.Join(root, "bin", "bench", "vidra")
-		logf("building %s", binary)
-		if err := testenv.BuildVidra(ctx, binary, false); err != nil {
-			return nil, err
-		}
+	binary, err := operatorBinary(ctx, o, root)
+	if err != nil {
+		return nil, err
 	}
 	logf("starting a control plane")
 	c, err := startCluster(ctx, dir, false)
