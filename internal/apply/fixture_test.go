@@ -84,6 +84,11 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}},
 			{Name: "namespaces", Kind: "Namespace", Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}},
 		},
+	}, {
+		GroupVersion: "apiextensions.k8s.io/v1",
+		APIResources: []metav1.APIResource{
+			{Name: "customresourcedefinitions", Kind: "CustomResourceDefinition", Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}},
+		},
 	}}}}
 	var vrObjs []runtime.Object
 	uids := map[types.UID]bool{}

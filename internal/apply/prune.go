@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -151,6 +152,9 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 		if what, err = e.dispose(ctx, logger, held.client, held.ref, key, held.live, del); err != nil {
 			return nothingToLetGo, err
 		}
+	}
+	if what == deleted && held.live.GetDeletionTimestamp() != nil {
+		e.requeueCRDCleanup(ctx, logger, vr, held, key)
 	}
 	e.handoverRefused(ctx, vr, key, refused, outcomeOf(what, vr, nil))
 	return what, nil
@@ -403,19 +407,21 @@ func (e *Engine) Leave(ctx context.Context, pass *Pass, old *v1alpha1.VidraResou
 // being deleted are left to that deletion, which waits for them; whether it
 // is being deleted is asked as the operator, so not for objects the
 // manifest alone names, which the resource's identity may not be able to
-// read (see the loop below). It returns the objects
-// it deleted that are not gone yet, and those it failed on with their
-// errors. Once ctx's reconcile runs out of its time it stops, and fails the
-// objects it did not get to: together with the pending ones, they are all
-// a next try needs to look at.
-func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (pending, failed []v1alpha1.ManagedResource, err error) {
+// read (see the loop below). It returns what is left (Leftovers): the
+// objects it deleted that are not gone yet, and those it failed on, with
+// their errors. Once ctx's reconcile runs out of its time it stops, and
+// fails the objects it did not get to: together with the pending ones,
+// they are all a next try needs to look at.
+func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target *destination.Target, del, declared bool) (Leftovers, error) {
 	items, unrecorded, unread := e.cleanupItems(ctx, vr, target, declared)
+	st := e.stateFor(cache.MetaObjectToName(vr), vr.UID)
+	st.cleanupRecheck = 0
 	t := e.letGoAll(ctx, vr, target, items, unrecorded, del)
 	if len(t.unchecked) > 0 {
 		e.events.Event(vr, true, "CleanupSkipped", "Not recorded as applied, and the resource's identity may not read them, so it cannot have created them; left as they are: %s",
 			strings.Join(t.unchecked, ", "))
 	}
-	e.stateFor(cache.MetaObjectToName(vr), vr.UID).released += t.released
+	st.released += t.released
 	if len(t.kept) > 0 {
 		e.events.Event(vr, false, "Kept", "Kept %s whose annotation %s is disabled, without Vidra's marks: %s",
 			wording.Count(len(t.kept), "object"), v1alpha1.PrunePolicyAnnotation, strings.Join(t.kept, ", "))
@@ -423,7 +429,20 @@ func (e *Engine) Cleanup(ctx context.Context, vr *v1alpha1.VidraResource, target
 	if len(t.pending) > 0 {
 		e.awaitGone(ctx, vr, target, t.pending)
 	}
-	return t.pending, t.failed, errors.Join(append([]error{unread}, t.errs...)...)
+	return Leftovers{Pending: t.pending, Failed: t.failed, Recheck: st.cleanupRecheck}, errors.Join(append([]error{unread}, t.errs...)...)
+}
+
+// Leftovers is what a Cleanup did not finish, for a next try.
+type Leftovers struct {
+	// Pending are the objects deleted that are not gone yet.
+	Pending []v1alpha1.ManagedResource
+	// Failed are the objects it failed on.
+	Failed []v1alpha1.ManagedResource
+	// Recheck, when not zero, is when the next try is due: a CRD among
+	// Pending is held by the API server's cleanup, which the next try
+	// requeues (requeueCRDCleanup). Without it, the delete events of the
+	// pending objects and the work queue's backoff bring the next try.
+	Recheck time.Duration
 }
 
 // cleanupItems returns the objects Cleanup lets go: vr's inventory, with

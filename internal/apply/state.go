@@ -58,6 +58,9 @@ type resourceState struct {
 	// claimsAs is the identity the claims were made with on claimsCluster:
 	// an object is handed over only when it may manage it (mayManage).
 	claimsAs claimIdentity
+	// cleanupRecheck is when the deletion's next try is due, set by a
+	// Cleanup that waits for a CRD held by the API server's cleanup.
+	cleanupRecheck time.Duration
 	// history are the last drift corrections, newest first, and reported
 	// the drift listed under driftPolicy Report; both start from the
 	// resource's status (load).

@@ -77,7 +77,8 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
 			c.writeDeleting(ctx, vr, msg, nil))
 	}
-	pending, failed, err := c.engine.Cleanup(rctx, vr, target, del, !moved)
+	left, err := c.engine.Cleanup(rctx, vr, target, del, !moved)
+	pending, failed := left.Pending, left.Failed
 	if oot := destination.OutOfTime(rctx); oot != nil && !empty && len(failed) > 0 {
 		// Whatever the policy: Orphan, too, must not leave the marks of
 		// the objects it did not get to. The inventory keeps only what a
@@ -103,17 +104,22 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg, nil))
 	}
 	if len(pending) > 0 {
+		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", len(pending), "recheck", left.Recheck)
+		written := c.writeDeleting(ctx, vr, truncate(fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them): %s",
+			wording.Count(len(pending), "managed object"), apply.InventoryNames(pending))), nil)
+		if left.Recheck > 0 && written == nil {
+			// The API server's cleanup of a CRD among them is due to be
+			// requeued then (the engine's requeueCRDCleanup).
+			return syncResult{requeueAfter: left.Recheck, requeueTrigger: TriggerRetry}, nil
+		}
 		// An error, so that the wait backs off through the work queue's rate
 		// limiter: an object with a slow finalizer must not cost a request
 		// per second for as long as it takes. The backoff is only the
 		// safety net: the delete event of an object found held by a
 		// finalizer wakes the resource (the engine awaits it), so the wait
 		// ends when the last of them goes.
-		logger.V(2).Info("Waiting for managed objects to be deleted", "pending", len(pending))
 		return syncResult{requeueAfter: deletionRecheck, requeueTrigger: TriggerRetry}, errors.Join(
-			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, len(pending)),
-			c.writeDeleting(ctx, vr, truncate(fmt.Sprintf("Waiting for %s to be deleted (a finalizer of theirs may hold them): %s",
-				wording.Count(len(pending), "managed object"), apply.InventoryNames(pending))), nil))
+			fmt.Errorf("VidraResource %s/%s waits for %d managed objects to be deleted", vr.Namespace, vr.Name, len(pending)), written)
 	}
 	if del {
 		// The Kept and HandedOver Events of the passes name the objects let

@@ -149,7 +149,7 @@ func TestCleanupDoesNotTellWhichForeignNamespacesAreBeingDeleted(t *testing.T) {
 	refuseIn(f, "staying")
 	target := c.dests.Local()
 	target.ServiceAccount = "team-a/deployer"
-	if _, _, err := c.engine.Cleanup(context.Background(), tenant, target, true, true); err != nil {
+	if _, err := c.engine.Cleanup(context.Background(), tenant, target, true, true); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
 	events := strings.Join(f.events(), "\n")

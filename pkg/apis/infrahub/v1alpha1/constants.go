@@ -37,6 +37,11 @@ const (
 	// ForcePolicyAnnotation on an object of a manifest: enabled recreates it
 	// when a change hits an immutable field, as spec.force does for all.
 	ForcePolicyAnnotation = "vidra.infrahub.operators.com/force"
+	// CleanupRequeuedAtAnnotation is set by Vidra, at a time (RFC 3339),
+	// on a CustomResourceDefinition whose deletion it waits for and whose
+	// removal the API server's own finalizer has put off: writing it
+	// requeues that finalizer at once (see internal/apply/crdcleanup.go).
+	CleanupRequeuedAtAnnotation = "vidra.infrahub.operators.com/cleanup-requeued-at"
 	// FieldManager is the field manager of Vidra's server-side applies, and
 	// of nothing else: an object counts as written by Vidra only through an
 	// Apply entry of this manager in its managedFields.
@@ -59,6 +64,9 @@ const (
 	// FinalizerFieldManager adds and removes Vidra's finalizer on
 	// VidraResources.
 	FinalizerFieldManager = "vidra-finalizer"
+	// CleanupFieldManager writes CleanupRequeuedAtAnnotation on a
+	// CustomResourceDefinition Vidra deleted.
+	CleanupFieldManager = "vidra-cleanup"
 	// StatusFieldManager writes the status of VidraResources.
 	StatusFieldManager = "vidra-status"
 	// LeaderElectionFieldManager is the field manager, and user agent, of
