@@ -149,7 +149,7 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 	}
 	what := pruneRefused
 	if !refuse {
-		if what, err = e.dispose(ctx, logger, held.client, held.ref, key, held.live, del); err != nil {
+		if what, err = e.dispose(ctx, logger, held, key, del, vr.DeletePropagation()); err != nil {
 			return nothingToLetGo, err
 		}
 	}
@@ -287,8 +287,10 @@ func firstHeir(claims []claim, review func(claim) (denied, grant string, err err
 	return nil, refused, false, nil
 }
 
-// dispose deletes (del) or releases an object of vr that nobody takes over.
-func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadata.ResourceInterface, ref watchregistry.Ref, key ObjectKey, live metav1.Object, del bool) (letGoResult, error) {
+// dispose deletes (del), with propagation, or releases h, an object of a
+// resource's that nobody takes over.
+func (e *Engine) dispose(ctx context.Context, logger klog.Logger, h *held, key ObjectKey, del bool, propagation metav1.DeletionPropagation) (letGoResult, error) {
+	client, ref, live := h.client, h.ref, h.live
 	if !del {
 		logger.V(2).Info("Releasing object")
 		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
@@ -313,8 +315,7 @@ func (e *Engine) dispose(ctx context.Context, logger klog.Logger, client metadat
 	// anew since then is no longer this resource's to delete (a conflict,
 	// and the retry reads the marks again).
 	uid, rv := live.GetUID(), live.GetResourceVersion()
-	bg := metav1.DeletePropagationBackground
-	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &propagation, Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		e.registry.UnexpectDelete(ref, live)
 		return nothingToLetGo, fmt.Errorf("delete %s: %w", key, err)

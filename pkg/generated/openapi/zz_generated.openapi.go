@@ -1234,6 +1234,13 @@ func schema_pkg_apis_infrahub_v1alpha1_VidraResourceSpec(ref common.ReferenceCal
 							Format:      "",
 						},
 					},
+					"deletionPropagation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeletionPropagation is how an object Vidra deletes, pruned or with the resource, takes its dependents along: Background (the default) deletes it at once and leaves its dependents (a Deployment's ReplicaSets and Pods) to the garbage collector; Foreground keeps it, being deleted, until they are gone, so that the resource's deletion ends only once they are. An object recreated for an immutable change is always deleted in the background, to be created again at once.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"adoptOrphans": {
 						SchemaProps: spec.SchemaProps{
 							Description: "AdoptOrphans lets this resource take over an object it declares that carries the marks of a VidraResource that is gone (deleted while its finalizer could not run, say with the operator uninstalled), on the cluster Vidra runs in, when Vidra's own apply wrote it. Off, such an object is reported UnmanagedObjectExists and left alone: whoever may create an object can write marks and a field manager's name, so a leftover cannot be told from an object made to look like one. Set it while taking over leftovers, and unset it after.",

@@ -34,6 +34,16 @@ func (vr *VidraResource) EffectiveTimeout() time.Duration {
 // corrected.
 func (vr *VidraResource) ReportsDrift() bool { return vr.Spec.DriftPolicy == DriftPolicyReport }
 
+// DeletePropagation is the propagation policy of the deletes of the
+// resource's objects, pruned or deleted with it (spec.deletionPropagation):
+// Foreground when asked for, else Background.
+func (vr *VidraResource) DeletePropagation() metav1.DeletionPropagation {
+	if vr.Spec.DeletionPropagation == DeletionPropagationForeground {
+		return metav1.DeletePropagationForeground
+	}
+	return metav1.DeletePropagationBackground
+}
+
 // DefaultNamespace is where the namespaced objects of the manifest that
 // name no namespace go: spec.destination.namespace, or the resource's own.
 func (vr *VidraResource) DefaultNamespace() string {

@@ -35,6 +35,19 @@ type VidraResource struct {
 	Status VidraResourceStatus `json:"status,omitempty"`
 }
 
+// DeletionPropagation says how an object Vidra deletes takes its
+// dependents along (spec.deletionPropagation).
+type DeletionPropagation string
+
+const (
+	// DeletionPropagationBackground deletes the object at once; the
+	// garbage collector deletes its dependents after.
+	DeletionPropagationBackground DeletionPropagation = "Background"
+	// DeletionPropagationForeground keeps the object, being deleted, until
+	// the garbage collector has deleted its dependents.
+	DeletionPropagationForeground DeletionPropagation = "Foreground"
+)
+
 // DeletionPolicy says what happens to the managed objects when their
 // VidraResource is deleted.
 // +kubebuilder:validation:Enum=Delete;Orphan
@@ -142,6 +155,17 @@ type VidraResourceSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// DeletionPropagation is how an object Vidra deletes, pruned or with
+	// the resource, takes its dependents along: Background (the default)
+	// deletes it at once and leaves its dependents (a Deployment's
+	// ReplicaSets and Pods) to the garbage collector; Foreground keeps it,
+	// being deleted, until they are gone, so that the resource's deletion
+	// ends only once they are. An object recreated for an immutable change
+	// is always deleted in the background, to be created again at once.
+	// +kubebuilder:validation:Enum=Background;Foreground
+	// +optional
+	DeletionPropagation DeletionPropagation `json:"deletionPropagation,omitempty"`
 
 	// AdoptOrphans lets this resource take over an object it declares that
 	// carries the marks of a VidraResource that is gone (deleted while its

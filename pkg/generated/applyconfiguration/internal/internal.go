@@ -554,6 +554,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deletionPolicy
       type:
         scalar: string
+    - name: deletionPropagation
+      type:
+        scalar: string
     - name: dependsOn
       type:
         list:

@@ -76,6 +76,14 @@ type VidraResourceSpecApplyConfiguration struct {
 	// DeletionPolicy is Delete (remove the managed objects, then the
 	// finalizer) or Orphan (leave them, without Vidra's marks).
 	DeletionPolicy *infrahubv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// DeletionPropagation is how an object Vidra deletes, pruned or with
+	// the resource, takes its dependents along: Background (the default)
+	// deletes it at once and leaves its dependents (a Deployment's
+	// ReplicaSets and Pods) to the garbage collector; Foreground keeps it,
+	// being deleted, until they are gone, so that the resource's deletion
+	// ends only once they are. An object recreated for an immutable change
+	// is always deleted in the background, to be created again at once.
+	DeletionPropagation *infrahubv1alpha1.DeletionPropagation `json:"deletionPropagation,omitempty"`
 	// AdoptOrphans lets this resource take over an object it declares that
 	// carries the marks of a VidraResource that is gone (deleted while its
 	// finalizer could not run, say with the operator uninstalled), on the
@@ -200,6 +208,14 @@ func (b *VidraResourceSpecApplyConfiguration) WithPruneNamespacesAndCRDs(value b
 // If called multiple times, the DeletionPolicy field is set to the value of the last call.
 func (b *VidraResourceSpecApplyConfiguration) WithDeletionPolicy(value infrahubv1alpha1.DeletionPolicy) *VidraResourceSpecApplyConfiguration {
 	b.DeletionPolicy = &value
+	return b
+}
+
+// WithDeletionPropagation sets the DeletionPropagation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeletionPropagation field is set to the value of the last call.
+func (b *VidraResourceSpecApplyConfiguration) WithDeletionPropagation(value infrahubv1alpha1.DeletionPropagation) *VidraResourceSpecApplyConfiguration {
+	b.DeletionPropagation = &value
 	return b
 }
 
