@@ -55,8 +55,10 @@ type engineFixture struct {
 	meta     *metadatafake.FakeMetadataClient
 	vidra    *vidrafake.Clientset
 	recorder *record.FakeRecorder
-	engine   *Engine
-	target   *destination.Target
+	// discovery answers what the destination discovers.
+	discovery *fakediscovery.FakeDiscovery
+	engine    *Engine
+	target    *destination.Target
 	// partialView: the engine's caller sees some VidraResources only
 	// (--watch-namespace, --shard-selector), so an owner it does not see
 	// may exist.
@@ -90,6 +92,7 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 			{Name: "customresourcedefinitions", Kind: "CustomResourceDefinition", Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}},
 		},
 	}}}}
+	f.discovery = disco
 	var vrObjs []runtime.Object
 	uids := map[types.UID]bool{}
 	for _, vr := range vrs {
@@ -219,4 +222,17 @@ func appObject(owner *v1alpha1.VidraResource) *unstructured.Unstructured {
 		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
 	}
 	return u
+}
+
+// events drains the Events recorded so far, as "Type Reason message".
+func (f *engineFixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }

@@ -1,7 +1,7 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package apply
 
 import (
 	"context"
@@ -12,24 +12,41 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vidra-operator/vidra/internal/destination"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	"github.com/vidra-operator/vidra/pkg/watchregistry"
 )
 
+// What a resource acting as a ServiceAccount is told must not reveal what
+// the operator, which may read more, knows: these tests refuse requests as
+// the API server refuses deployer, and look at what the resource is told.
+
 const deployer = "system:serviceaccount:team-a:deployer"
 
-// refuseIn answers every get and patch of the fakes in namespace ns as the
-// API server answers deployer, which has no right there.
-func refuseIn(f *fixture, ns string) { refuseVerbsIn(f, ns, "get", "patch") }
+// localConfigMaps is the watch registry's reference to the local ConfigMaps.
+var localConfigMaps = watchregistry.Ref{Cluster: destination.LocalCluster, GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+
+// inNamespace moves a resource to ns.
+func inNamespace(ns string) func(*v1alpha1.VidraResource) {
+	return func(vr *v1alpha1.VidraResource) { vr.Namespace = ns }
+}
+
+// appIn is ConfigMap app of owner, in ns.
+func appIn(ns string, owner *v1alpha1.VidraResource) *unstructured.Unstructured {
+	u := appObject(owner)
+	u.SetNamespace(ns)
+	return u
+}
 
 // refuseVerbsIn answers the requests of verbs in namespace ns as the API
 // server answers deployer, which may not make them.
-func refuseVerbsIn(f *fixture, ns string, verbs ...string) {
+func (f *engineFixture) refuseVerbsIn(ns string, verbs ...string) {
 	refuse := func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetNamespace() != ns || !slices.Contains(verbs, a.GetVerb()) {
 			return false, nil, nil
@@ -46,40 +63,61 @@ func refuseVerbsIn(f *fixture, ns string, verbs ...string) {
 	f.meta.PrependReactor("*", "*", refuse)
 }
 
+// cacheConfigMapsOf starts the registry's informers with the ConfigMaps
+// watched for vr, as its reconciles have them, and waits for them to
+// sync. The fakes' reactors are set before: their chains are not safe to
+// change while informers list and watch.
+func (f *engineFixture) cacheConfigMapsOf(vr *v1alpha1.VidraResource) {
+	f.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	registry := f.engine.registry
+	if err := registry.Start(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		cancel()
+		<-registry.Done()
+	})
+	if err := registry.Track(cache.MetaObjectToName(vr), []watchregistry.Ref{localConfigMaps}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := registry.WaitForSync(ctx, localConfigMaps); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// applyAs runs one pass of vr on the local destination acting as
+// ServiceAccount team-a/deployer.
+func (f *engineFixture) applyAs(vr *v1alpha1.VidraResource) *Pass {
+	pass := f.engine.NewPass(vr, nil)
+	target := *f.target
+	target.ServiceAccount = "team-a/deployer"
+	pass.Target = &target
+	f.engine.Apply(context.Background(), pass)
+	return pass
+}
+
 // A resource acting as a ServiceAccount that may do nothing in team-b is
 // refused a name there alike, whether or not the operator's cache holds an
 // object of that name (another resource's): the refusal in its status
 // does not tell which names hold objects Vidra manages.
 func TestARefusalDoesNotTellWhatTheOperatorsCacheHolds(t *testing.T) {
-	other := newVR("team-b", "app", configMapManifest)
-	// Its inventory declares the ConfigMap, so the cache holds it in full,
-	// not as a stub.
-	other.Status.ManagedResources = appInventory("team-b")
+	other := engineVR("app", appManifest, inNamespace("team-b"), func(vr *v1alpha1.VidraResource) {
+		// Its inventory declares the ConfigMap, so the cache holds it in
+		// full, not as a stub.
+		vr.Status.ManagedResources = []v1alpha1.ManagedResource{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-b", Name: "app"}}
+	})
 	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: team-b\n---\n" +
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nothing\n  namespace: team-b\n"
-	tenant := newVR("team-a", "probe", manifest)
-	f := newFixture(t, []*v1alpha1.VidraResource{other, tenant}, liveApp("team-b", other))
-	c := f.newController()
-	f.c = c
-	refuseIn(f, "team-b")
-	ctx := startRegistry(t, c)
-	// other's reconciles keep its ConfigMap in the operator's cache.
-	if err := c.registry.Track(cache.MetaObjectToName(other), []watchregistry.Ref{configMapsRef}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.registry.WaitForSync(ctx, configMapsRef); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.registry.Get(configMapsRef, "team-b", "app"); err != nil {
+	tenant := engineVR("probe", manifest, inNamespace("team-a"))
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{other, tenant}, appIn("team-b", other))
+	f.refuseVerbsIn("team-b", "get", "patch")
+	f.cacheConfigMapsOf(other)
+	if _, err := f.engine.registry.Get(localConfigMaps, "team-b", "app"); err != nil {
 		t.Fatalf("the cache does not hold other's object: %v", err)
 	}
 
-	pass := c.engine.NewPass(tenant, nil)
-	target := c.dests.Local()
-	target.ServiceAccount = "team-a/deployer"
-	pass.Target = target
-	c.engine.Apply(context.Background(), pass)
-
+	pass := f.applyAs(tenant)
 	refusals := map[string]string{}
 	for _, e := range pass.Out.Errs {
 		refusals[e.Key.String()] = e.Error()
@@ -99,24 +137,12 @@ func TestARefusalDoesNotTellWhatTheOperatorsCacheHolds(t *testing.T) {
 // the ServiceAccount before anything else, and its claim is recorded for a
 // hand-over.
 func TestAServiceAccountThatMayReadSeesTheOwner(t *testing.T) {
-	other := newVR("team-b", "app", configMapManifest)
-	tenant := newVR("team-a", "probe", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: team-b\n")
-	f := newFixture(t, []*v1alpha1.VidraResource{other, tenant}, liveApp("team-b", other))
-	c := f.newController()
-	f.c = c
-	refuseVerbsIn(f, "team-b", "patch")
-	ctx := startRegistry(t, c)
-	if err := c.registry.Track(cache.MetaObjectToName(other), []watchregistry.Ref{configMapsRef}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.registry.WaitForSync(ctx, configMapsRef); err != nil {
-		t.Fatal(err)
-	}
-	pass := c.engine.NewPass(tenant, nil)
-	target := c.dests.Local()
-	target.ServiceAccount = "team-a/deployer"
-	pass.Target = target
-	c.engine.Apply(context.Background(), pass)
+	other := engineVR("app", appManifest, inNamespace("team-b"))
+	tenant := engineVR("probe", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: team-b\n", inNamespace("team-a"))
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{other, tenant}, appIn("team-b", other))
+	f.refuseVerbsIn("team-b", "patch")
+	f.cacheConfigMapsOf(other)
+	pass := f.applyAs(tenant)
 	if len(pass.Out.Errs) != 1 || pass.Out.Errs[0].Reason != v1alpha1.ReasonOwnedByOther {
 		t.Fatalf("errors %v, want one %s", pass.Out.Errs, v1alpha1.ReasonOwnedByOther)
 	}
@@ -132,8 +158,8 @@ func TestAServiceAccountThatMayReadSeesTheOwner(t *testing.T) {
 func TestCleanupDoesNotTellWhichForeignNamespacesAreBeingDeleted(t *testing.T) {
 	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: going\n---\n" +
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: staying\n"
-	tenant := newVR("team-a", "probe", manifest)
-	f := newFixture(t, []*v1alpha1.VidraResource{tenant})
+	tenant := engineVR("probe", manifest, inNamespace("team-a"))
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{tenant})
 	now := metav1.Now()
 	for _, ns := range []*metav1.PartialObjectMetadata{
 		{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "going", DeletionTimestamp: &now, Finalizers: []string{"kubernetes"}}},
@@ -143,13 +169,11 @@ func TestCleanupDoesNotTellWhichForeignNamespacesAreBeingDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := f.newController()
-	f.c = c
-	refuseIn(f, "going")
-	refuseIn(f, "staying")
-	target := c.dests.Local()
+	f.refuseVerbsIn("going", "get", "patch")
+	f.refuseVerbsIn("staying", "get", "patch")
+	target := *f.target
 	target.ServiceAccount = "team-a/deployer"
-	if _, err := c.engine.Cleanup(context.Background(), tenant, target, true, true); err != nil {
+	if _, err := f.engine.Cleanup(context.Background(), tenant, &target, true, true); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
 	events := strings.Join(f.events(), "\n")

@@ -1,20 +1,16 @@
 // Copyright The Vidra Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package apply
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -29,35 +25,27 @@ spec:
   scope: Namespaced
   versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
 ---
-` + configMapManifest
+` + appManifest
 
 // Discovery is the cluster's, shared by every resource. A manifest that
 // declares a CRD its identity may not write must not make each of its
-// reconciles discover the whole cluster again, past the refresh's rate
-// limit.
+// passes discover the whole cluster again, past the refresh's rate limit.
 func TestADeclaredCRDThatWasNotWrittenDoesNotRefreshDiscovery(t *testing.T) {
-	vr := newVR(operatorNS, "crds", crdManifest)
-	f := newFixture(t, []*v1alpha1.VidraResource{vr})
-	disc := f.kube.Discovery().(*fakediscovery.FakeDiscovery)
-	disc.Resources = append(disc.Resources, &metav1.APIResourceList{
-		GroupVersion: "apiextensions.k8s.io/v1",
-		APIResources: []metav1.APIResource{{Name: "customresourcedefinitions", Kind: "CustomResourceDefinition", Verbs: metav1.Verbs{"get", "list", "watch", "patch", "delete"}}},
-	})
+	vr := engineVR("crds", crdManifest)
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{vr})
 	refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, "widgets.example.com", errors.New("may not"))
 	}
-	f.dynamic.PrependReactor("patch", "customresourcedefinitions", refuse)
-	f.meta.PrependReactor("patch", "customresourcedefinitions", refuse)
-	f.dynamic.PrependReactor("get", "customresourcedefinitions", refuse)
-	f.meta.PrependReactor("get", "customresourcedefinitions", refuse)
-
-	key := cache.MetaObjectToName(vr)
-	if _, err := f.run(key); err == nil {
-		t.Fatal("the sync of a refused CRD succeeded, want an error to retry")
+	for _, verb := range []string{"get", "patch"} {
+		f.dynamic.PrependReactor(verb, "customresourcedefinitions", refuse)
+		f.meta.PrependReactor(verb, "customresourcedefinitions", refuse)
+	}
+	if pass := f.apply(vr); len(pass.Out.Errs) == 0 {
+		t.Fatal("the pass of a refused CRD succeeded, want it failed")
 	}
 	discoveries := func() int {
 		n := 0
-		for _, a := range f.kube.Actions() {
+		for _, a := range f.discovery.Actions() {
 			if r := a.GetResource(); r.Group == "" && r.Version == "" && (r.Resource == "group" || r.Resource == "resource") {
 				n++
 			}
@@ -68,9 +56,9 @@ func TestADeclaredCRDThatWasNotWrittenDoesNotRefreshDiscovery(t *testing.T) {
 	// Within the same second of the fake clock: only a forced refresh
 	// could discover again.
 	for range 3 {
-		_, _ = f.c.sync(context.Background(), key)
+		f.apply(vr)
 	}
 	if got := discoveries() - before; got != 0 {
-		t.Errorf("3 more reconciles of a refused CRD made %d discovery requests, want 0", got)
+		t.Errorf("3 more passes of a refused CRD made %d discovery requests, want 0", got)
 	}
 }
