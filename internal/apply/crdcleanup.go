@@ -87,28 +87,30 @@ func (e *Engine) requeueCRDCleanup(ctx context.Context, logger klog.Logger, vr *
 	if wait == 0 {
 		wait = e.requeueCleanupOf(ctx, logger, h, now)
 	}
-	if st := e.stateFor(cache.MetaObjectToName(vr), vr.UID); st.cleanupRecheck == 0 || wait < st.cleanupRecheck {
+	if st := e.stateFor(cache.MetaObjectToName(vr), vr.UID); wait > 0 && (st.cleanupRecheck == 0 || wait < st.cleanupRecheck) {
 		st.cleanupRecheck = wait
 	}
 }
 
 // requeueCleanupOf writes the requeue annotation on h at now, and returns
-// when the next requeue is due. A failed write is logged, and tried again
-// after the least interval.
+// when the next requeue is due. A failed write is logged and returns 0:
+// the deletion then comes back with the work queue's backoff, so that an
+// identity that may not patch the CRD does not write every few seconds
+// for as long as the CRD is held.
 func (e *Engine) requeueCleanupOf(ctx context.Context, logger klog.Logger, h *held, now time.Time) time.Duration {
 	age := now.Sub(h.live.GetDeletionTimestamp().Time)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"annotations": map[string]any{v1alpha1.CleanupRequeuedAtAnnotation: now.UTC().Format(time.RFC3339)},
 	}})
 	if err != nil {
-		return crdCleanupRequeueMin
+		return 0
 	}
 	w := e.registry.BeginWrite(h.ref, h.live)
 	resp, err := h.client.Patch(ctx, h.live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.CleanupFieldManager})
 	w.End(resp, err)
 	if err != nil {
 		logger.V(2).Info("Requeueing the API server's cleanup of a deleted CRD failed; the next try writes again", "err", err)
-		return crdCleanupRequeueMin
+		return 0
 	}
 	next := crdCleanupInterval(age)
 	logger.Info("Requeued the API server's cleanup of a deleted CRD", "terminatingFor", age.Round(time.Second), "next", next)

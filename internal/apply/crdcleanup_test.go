@@ -5,12 +5,15 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -99,5 +102,26 @@ func TestCleanupRequeuesTheAPIServersCleanupOfAHeldCRD(t *testing.T) {
 	}
 	if reqs := f.requests(); !slices.Equal(reqs, []string{"get customresourcedefinitions /widgets.example.com", "patch customresourcedefinitions /widgets.example.com"}) {
 		t.Errorf("requests: %q; want a read and the requeue, no delete", reqs)
+	}
+}
+
+// An identity that may not patch the CRD gets no recheck of its own: its
+// deletion comes back with the work queue's backoff, not every few seconds
+// for as long as the CRD is held.
+func TestARefusedRequeueLeavesTheWaitToTheBackoff(t *testing.T) {
+	vr := engineVR("app", "", func(vr *v1alpha1.VidraResource) {
+		vr.Status.ManagedResources = []v1alpha1.ManagedResource{{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "widgets.example.com"}}
+		vr.Status.InventoryCluster = &v1alpha1.ClusterReference{}
+	})
+	f := newEngineFixture(t, []*v1alpha1.VidraResource{vr})
+	if err := f.meta.Tracker().Add(heldCRD(vr, f.engine.clock.Now().Add(-time.Minute), []string{crdCleanupFinalizer}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	f.meta.PrependReactor("patch", "customresourcedefinitions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, "widgets.example.com", errors.New("may not"))
+	})
+	left, err := f.engine.Cleanup(context.Background(), vr, f.target, true, false)
+	if err != nil || len(left.Pending) != 1 || left.Recheck != 0 {
+		t.Errorf("Cleanup: pending %v, recheck %v, err %v; want the CRD pending and no recheck", left.Pending, left.Recheck, err)
 	}
 }
