@@ -225,14 +225,4 @@ func appObject(owner *v1alpha1.VidraResource) *unstructured.Unstructured {
 }
 
 // events drains the Events recorded so far, as "Type Reason message".
-func (f *engineFixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *engineFixture) events() []string { return fakeapply.DrainEvents(f.recorder) }

@@ -3,5 +3,6 @@
 
 // Package fakeapply teaches client-go's fake dynamic and metadata clients
 // the server-side apply their object trackers lack, for the tests of the
-// apply engine and of the controller, which apply through them.
+// apply engine and of the controller, which apply through them, and reads
+// what their fake Event recorder holds.
 package fakeapply

@@ -337,17 +337,7 @@ func (f *fixture) watches() bool {
 }
 
 // events drains the Events recorded so far.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return fakeapply.DrainEvents(f.recorder) }
 
 // finalizerPatch is the merge patch that sets a VidraResource's finalizers,
 // guarded by the resourceVersion read; none removes the field.
