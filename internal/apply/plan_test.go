@@ -115,7 +115,7 @@ func planCases() []planCase {
 			vr: func(vr *v1alpha1.VidraResource) { vr.UID = "new" }, resources: []*v1alpha1.VidraResource{planVR()},
 			want: []string{"ConfigMap shop/a=Conflict"}, check: wantReason(0, v1alpha1.ReasonOwnedByOther)},
 		{name: "a gone resource's object is adopted with spec.adoptOrphans", manifest: planManifest, live: ours(map[string]any{"k": "v"}),
-			vr: func(vr *v1alpha1.VidraResource) { vr.UID, vr.Spec.AdoptOrphans = "new", true },
+			vr:   func(vr *v1alpha1.VidraResource) { vr.UID, vr.Spec.AdoptOrphans = "new", true },
 			want: []string{"ConfigMap shop/a=Apply"}, check: func(t *testing.T, ds []Decision) {
 				if !strings.Contains(ds[0].Adopts, "shop/web") {
 					t.Errorf("Adopts %q, want the gone resource named", ds[0].Adopts)
@@ -263,4 +263,3 @@ func TestPlanAsksWhetherTheApplyChangesLiveOnlyAfterAManifestChange(t *testing.T
 		}
 	}
 }
-
