@@ -78,6 +78,39 @@ func (pl *planner) letGo(ctx context.Context, m v1alpha1.ManagedResource, hold P
 	return d, true
 }
 
+// releasedLabels and releasedAnnotations are the marks a release strips
+// (stripMarks), which Released shows gone.
+func releasedLabels() []string {
+	return []string{v1alpha1.ManagedByLabel, v1alpha1.OwnerUIDLabel, v1alpha1.BucketLabel}
+}
+
+func releasedAnnotations() []string { return []string{v1alpha1.OwnedByAnnotation} }
+
+// nulls is a merge patch's removal of keys.
+func nulls(keys []string) map[string]any {
+	m := make(map[string]any, len(keys))
+	for _, k := range keys {
+		m[k] = nil
+	}
+	return m
+}
+
+// Released returns live as a release leaves it (PlanRelease, PlanKeep):
+// without Vidra's marks.
+func Released(live *unstructured.Unstructured) *unstructured.Unstructured {
+	u := live.DeepCopy()
+	labels, annotations := u.GetLabels(), u.GetAnnotations()
+	for _, k := range releasedLabels() {
+		delete(labels, k)
+	}
+	for _, k := range releasedAnnotations() {
+		delete(annotations, k)
+	}
+	u.SetLabels(labels)
+	u.SetAnnotations(annotations)
+	return u
+}
+
 // pruneFailed is d, the decision on the object of k, failing on err.
 func pruneFailed(d Decision, k ObjectKey, err error) Decision {
 	d.Action, d.Reason = PlanFail, "could not be looked at"

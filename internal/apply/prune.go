@@ -356,8 +356,8 @@ func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watch
 	name := live.GetName()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
-		"labels":          map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
-		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: nil},
+		"labels":          nulls(releasedLabels()),
+		"annotations":     nulls(releasedAnnotations()),
 	}})
 	if err != nil {
 		w.Abort()

@@ -118,6 +118,9 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 			vr.Spec.Manifest, objs, source = m.Text, m.Objects, ""
 			// The files are the whole new manifest, as create packs them.
 			vr.Spec.ManifestFrom, vr.Spec.ManifestEncoding = nil, ""
+			// A new spec is a new generation, which the engine has not
+			// applied yet: what differs is a change, not drift.
+			vr.Generation = vr.Status.ObservedGeneration + 1
 		}
 	} else {
 		if vr, err = r.readDefinition(files, c.namespace); err != nil {
@@ -172,7 +175,7 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 	if err != nil {
 		return 0, err
 	}
-	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m, Discovery: dc}, vr, objs)
+	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m, Discovery: dc, Vidra: c.vidra}, vr, objs)
 	if err != nil {
 		var errs manifest.ErrorList
 		if errors.As(err, &errs) {
