@@ -169,7 +169,9 @@ type ownerVerdict struct {
 // cluster Vidra runs in. Apply and Plan judge owners here.
 func judgeOwner(vr *v1alpha1.VidraResource, live *unstructured.Unstructured, p *planned, local bool, lookup func(string, types.UID) (ownerState, error)) ownerVerdict {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
-	if uid == string(vr.UID) {
+	// A resource has a UID once created; a preview of one not created yet
+	// has none, and no object is its.
+	if uid != "" && uid == string(vr.UID) {
 		// The resource's UID is no secret (its objects carry it): marks
 		// copied onto an object someone else made, say a backup restored
 		// or an edited copy created in the place of Vidra's, do not make

@@ -134,6 +134,9 @@ func Plan(ctx context.Context, in PlanInput, live LiveReader) ([]Decision, error
 	if len(rerrs) > 0 {
 		return nil, rerrs
 	}
+	if err := checkInventoryNames(resolved); err != nil {
+		return nil, err
+	}
 	pl := &planner{in: in, live: live}
 	previous := inventorySet(vr.Status.ManagedResources)
 	desired := map[ObjectKey]bool{}

@@ -111,6 +111,16 @@ func planCases() []planCase {
 				return map[string]*unstructured.Unstructured{"ConfigMap shop/a": configMapNamed("shop", "a")}
 			},
 			want: []string{"ConfigMap shop/a=Conflict"}, check: wantReason(0, v1alpha1.ReasonUnmanagedExists)},
+		{name: "an object without marks is a conflict for a resource not created yet", manifest: planManifest,
+			vr: func(vr *v1alpha1.VidraResource) { vr.UID, vr.Status = "", v1alpha1.VidraResourceStatus{} },
+			live: func(*v1alpha1.VidraResource) map[string]*unstructured.Unstructured {
+				return map[string]*unstructured.Unstructured{"ConfigMap shop/a": configMapNamed("shop", "a")}
+			},
+			want: []string{"ConfigMap shop/a=Conflict"}, check: func(t *testing.T, ds []Decision) {
+				if !strings.Contains(ds[0].Err.Error(), "not managed by Vidra") {
+					t.Errorf("%v, want it said not managed by Vidra", ds[0].Err)
+				}
+			}},
 		{name: "another live resource's object is a conflict", manifest: planManifest, live: ours(map[string]any{"k": "v"}),
 			vr: func(vr *v1alpha1.VidraResource) { vr.UID = "new" }, resources: []*v1alpha1.VidraResource{planVR()},
 			want: []string{"ConfigMap shop/a=Conflict"}, check: wantReason(0, v1alpha1.ReasonOwnedByOther)},
