@@ -42,12 +42,14 @@ func newDiff(r *root) *cobra.Command {
 		Short: "Show what applying a VidraResource would change, by server-side dry run",
 		Long: `Show what applying a VidraResource would change on its destination: for each
 object, the unified diff of the fields that would change, the objects that
-would be created, and those that would be pruned (they are in
-status.managedResources and no longer in the manifest). The API server
-computes it: the operator's own server-side apply (field manager vidra,
-forced) runs as a dry run, as the resource's ServiceAccount when it names
-one, and the live object is compared with the answer, without
-managedFields, resourceVersion, generation, timestamps and status.
+would be created, and those that would be pruned, released, kept, held
+back or handed over (they are in status.managedResources and no longer in
+the manifest). The operator's own engine decides what it would do with
+each object; the API server computes each write: the operator's
+server-side apply (field manager vidra, forced) runs as a dry run, as the
+resource's ServiceAccount when it names one, and the live object is
+compared with the answer, without managedFields, resourceVersion,
+generation, timestamps and status.
 
   kubectl vidra diff NAME                 the resource's own manifest against the cluster
   kubectl vidra diff NAME -f FILE|DIR     a new manifest for it (files packed as create does)

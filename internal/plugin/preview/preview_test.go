@@ -106,7 +106,7 @@ func TestRenderShowsChangesAndCountsTheRest(t *testing.T) {
 
 func TestDiffersOnlyOnChanges(t *testing.T) {
 	for a, want := range map[Action]bool{
-		ActionCreate: true, ActionChange: true, ActionPrune: true, ActionRelease: true, ActionConflict: true,
+		ActionCreate: true, ActionChange: true, ActionPrune: true, ActionRelease: true, ActionHandOver: true, ActionConflict: true,
 		ActionUnchanged: false, ActionKeep: false, ActionIgnore: false, ActionError: false,
 	} {
 		r := &Result{Objects: []Object{{Action: a}}}
