@@ -63,6 +63,8 @@ const (
 
 // Decision is what Plan decided for one object.
 type Decision struct {
+	// Key identifies the object as the inventory does.
+	Key ObjectKey
 	// Object is the object the apply would send (marked, with the fields
 	// spec.ignore names taken from Live), or for an object that left the
 	// manifest its inventory entry (apiVersion, kind, namespace, name).
@@ -170,7 +172,7 @@ type planner struct {
 // object decides for p, an object of the manifest, as syncObject does,
 // with the reader's answers where syncObject would read.
 func (pl *planner) object(ctx context.Context, p *planned) Decision {
-	d := Decision{Object: p.obj, Index: p.index}
+	d := Decision{Key: p.key, Object: p.obj, Index: p.index}
 	if p.policy.ignored {
 		d.Action, d.Reason = PlanIgnore, "not applied: "+v1alpha1.ApplyPolicyAnnotation+": Ignore"
 		return d

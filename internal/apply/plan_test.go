@@ -242,7 +242,10 @@ func TestPlanDecidesAsTheEngine(t *testing.T) {
 			}
 			var got []string
 			for _, d := range ds {
-				got = append(got, keyOf(d.Object).String()+"="+string(d.Action))
+				if d.Key != keyOf(d.Object) {
+					t.Errorf("decision on %s keyed %s", keyOf(d.Object), d.Key)
+				}
+				got = append(got, d.Key.String()+"="+string(d.Action))
 			}
 			if strings.Join(got, ", ") != strings.Join(tc.want, ", ") {
 				t.Fatalf("decisions %v, want %v", got, tc.want)

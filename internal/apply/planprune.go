@@ -52,7 +52,7 @@ func (pl *planner) letGo(ctx context.Context, m v1alpha1.ManagedResource, hold P
 	obj.SetKind(m.Kind)
 	obj.SetNamespace(m.Namespace)
 	obj.SetName(m.Name)
-	d = Decision{Object: obj, Index: -1}
+	d = Decision{Key: k, Object: obj, Index: -1}
 	gv, err := schema.ParseGroupVersion(m.APIVersion)
 	if err != nil {
 		return d, false
