@@ -150,17 +150,7 @@ func (e *Engine) desiredObjects(ctx context.Context, pass *Pass) (resolved []man
 	}
 	objs, perrs := got.objs, got.errs
 	pass.Out.Sources = got.applied
-	rules, ierrs := compileIgnore(vr.Spec.Ignore)
-	switch vr.Spec.DriftPolicy {
-	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:
-	default:
-		// The schema refuses it; a resource it did not validate must not
-		// fall back to correcting what its owner asked to be reported.
-		ierrs = append(ierrs, fmt.Errorf("spec.driftPolicy: %q is not a drift policy: want Correct or Report", vr.Spec.DriftPolicy))
-	}
-	if err := checkDefaultNamespace(vr); err != nil {
-		ierrs = append(ierrs, err)
-	}
+	rules, ierrs := checkSpec(vr)
 	if len(perrs) > 0 || len(ierrs) > 0 {
 		pass.Out.Errs = append(pass.Out.Errs, manifestErrors(perrs)...)
 		for _, err := range ierrs {
@@ -189,6 +179,24 @@ func (e *Engine) desiredObjects(ctx context.Context, pass *Pass) (resolved []man
 	return resolved, rules, true
 }
 
+// checkSpec compiles vr's spec.ignore and checks the rest of the spec the
+// engine reads before it applies anything: errs are why nothing may be
+// applied.
+func checkSpec(vr *v1alpha1.VidraResource) (rules *ignoreRules, errs []error) {
+	rules, errs = compileIgnore(vr.Spec.Ignore)
+	switch vr.Spec.DriftPolicy {
+	case "", v1alpha1.DriftPolicyCorrect, v1alpha1.DriftPolicyReport:
+	default:
+		// The schema refuses it; a resource it did not validate must not
+		// fall back to correcting what its owner asked to be reported.
+		errs = append(errs, fmt.Errorf("spec.driftPolicy: %q is not a drift policy: want Correct or Report", vr.Spec.DriftPolicy))
+	}
+	if err := checkDefaultNamespace(vr); err != nil {
+		errs = append(errs, err)
+	}
+	return rules, errs
+}
+
 // stages are a pass's objects in the order they are applied.
 type stages struct {
 	// stage0 are the Namespaces and CRDs, crds the CRDs among them, and
@@ -205,17 +213,14 @@ type stages struct {
 func planStages(pass *Pass, resolved []manifest.Object, rules *ignoreRules, previous map[ObjectKey]bool) stages {
 	st := stages{desired: map[ObjectKey]bool{}}
 	for _, o := range resolved {
-		p := &planned{obj: mark(o.Object, pass.VR), index: o.Index, line: o.Line}
-		p.key = keyOf(p.obj)
+		p := newPlanned(pass.VR, o, rules, previous)
 		st.desired[p.key] = true
-		if p.policy = policyOf(p.obj); p.policy.ignored {
+		if p.policy.ignored {
 			// Nothing is compared any more: drift reported before the
 			// object was left alone would stay listed for ever.
 			delete(pass.st.reported, p.key)
 			continue
 		}
-		p.ig = rules.strip(p.obj)
-		p.inventory = previous[p.key]
 		if !isStageZero(o) {
 			st.stage1 = append(st.stage1, p)
 			continue
@@ -227,6 +232,21 @@ func planStages(pass *Pass, resolved []manifest.Object, rules *ignoreRules, prev
 	}
 	st.all = append(slices.Clone(st.stage0), st.stage1...)
 	return st
+}
+
+// newPlanned marks o, an object of vr's resolved manifest, and reads its
+// policy; unless its policy is Ignore, it strips the fields rules hand to
+// others and notes whether the object was in the inventory (previous).
+// Apply and Plan both start each object here.
+func newPlanned(vr *v1alpha1.VidraResource, o manifest.Object, rules *ignoreRules, previous map[ObjectKey]bool) *planned {
+	p := &planned{obj: mark(o.Object, vr), index: o.Index, line: o.Line}
+	p.key = keyOf(p.obj)
+	if p.policy = policyOf(p.obj); p.policy.ignored {
+		return p
+	}
+	p.ig = rules.strip(p.obj)
+	p.inventory = previous[p.key]
+	return p
 }
 
 // applyStages applies st's objects, stage 0 first: Namespaces and CRDs,

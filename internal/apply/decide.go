@@ -145,6 +145,16 @@ type evidence struct {
 	now       time.Time
 }
 
+// newEvidence starts the evidence on p, an object of vr's manifest, from
+// the engine's record of its last apply (rec, when known): what decide
+// reads before anyone looks at the live object.
+func newEvidence(p *planned, vr *v1alpha1.VidraResource, rec appliedRecord, known bool, now time.Time) *evidence {
+	in := &evidence{hash: hashObject(p.obj), rec: rec, known: known, inventory: p.inventory,
+		report: vr.ReportsDrift(), force: vr.Spec.Force || p.policy.force, now: now}
+	in.unchanged = unchangedSince(rec, known, in.hash, p.inventory, vr.Generation == vr.Status.ObservedGeneration)
+	return in
+}
+
 // unchangedSince reports whether the manifest's object is the one Vidra last
 // applied, so that a write would only undo someone else's change: drift.
 // Without a record (after a restart) it is when the object was in the

@@ -95,10 +95,10 @@ func manifestErrors(errs manifest.ErrorList) []*ObjectError {
 	return out
 }
 
-// unmanagedError reports an object in the way that Vidra does not own, and
-// remembers it, since the label-scoped caches cannot show it.
-func unmanagedError(pass *Pass, p *planned, what string) *ObjectError {
-	pass.st.unmanaged[p.key] = true
+// unmanagedErr reports an object in the way that Vidra does not own. The
+// engine remembers such objects (resourceState.unmanaged), since the
+// label-scoped caches cannot show them.
+func unmanagedErr(p *planned, what string) *ObjectError {
 	// Retried with backoff: the object's labels cannot be watched, so a
 	// retry is how Vidra learns that someone deleted it.
 	return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonUnmanagedExists, Conflict: true, Retry: true,

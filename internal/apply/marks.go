@@ -4,7 +4,6 @@
 package apply
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -164,28 +163,4 @@ func MarkedOwner(owners listers.VidraResourceLister, u *unstructured.Unstructure
 		return nil, false
 	}
 	return vr, true
-}
-
-// Desired returns the object Vidra applies for obj, an object of vr's
-// manifest (its namespace resolved): marked as vr's, without the fields
-// Vidra never manages, and with the fields spec.ignore names taken from
-// live, the object on the destination (nil when it is absent: the
-// manifest's values then). It is nil when Vidra does not apply obj (its
-// apply annotation is Ignore), and an error when spec.ignore is invalid.
-// Tools that preview an apply (kubectl vidra diff) use it so that their
-// preview is what the operator would send.
-func Desired(vr *v1alpha1.VidraResource, obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	u := mark(obj, vr)
-	if policyOf(u).ignored {
-		return nil, nil
-	}
-	rules, errs := compileIgnore(vr.Spec.Ignore)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	ig := rules.strip(u)
-	if len(ig.seeds) > 0 {
-		ig.withIgnored(u.Object, u.DeepCopy().Object, live)
-	}
-	return u, nil
 }

@@ -50,9 +50,8 @@ func (e *Engine) gather(ctx context.Context, pass *Pass, p *planned) (*evidence,
 		return nil, classify(p, fmt.Errorf("read: %w", err))
 	}
 	rec, known := pass.st.applied[p.key]
-	in := &evidence{unmanaged: pass.st.unmanaged[p.key], hash: hashObject(p.obj), rec: rec, known: known,
-		inventory: p.inventory, report: pass.report, force: pass.VR.Spec.Force || p.policy.force, now: e.clock.Now()}
-	in.unchanged = unchangedSince(rec, known, in.hash, p.inventory, pass.VR.Generation == pass.VR.Status.ObservedGeneration)
+	in := newEvidence(p, pass.VR, rec, known, e.clock.Now())
+	in.unmanaged, in.report = pass.st.unmanaged[p.key], pass.report
 	p.unchanged = in.unchanged
 	if live == nil {
 		return in, nil
@@ -276,12 +275,7 @@ const createOnlyVersion = "9223372036854775807"
 // replaced since. Neither guard costs a request, and the API server tracks
 // neither field in managedFields.
 func (e *Engine) applyMeta(ctx context.Context, pass *Pass, p *planned, live *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
-	obj := maps.Clone(p.obj.Object)
-	fromLive := false
-	if len(p.ig.seeds) > 0 {
-		obj = p.obj.DeepCopy().Object
-		fromLive = p.ig.withIgnored(obj, p.obj.Object, live)
-	}
+	obj, fromLive := p.withIgnored(live)
 	md, _ := obj["metadata"].(map[string]any)
 	md = maps.Clone(md)
 	if md == nil {

@@ -131,73 +131,112 @@ func (e *Engine) getLive(ctx context.Context, pass *Pass, p *planned) (*unstruct
 // owner that is authoritatively gone is adopted when the resource opts in
 // (spec.adoptOrphans), and only then: see ownerState.
 func (e *Engine) checkOwner(ctx context.Context, pass *Pass, live *unstructured.Unstructured, p *planned) *ObjectError {
+	v := judgeOwner(pass.VR, live, p, pass.Target.Cluster == destination.LocalCluster, func(owner string, uid types.UID) (ownerState, error) {
+		return e.ownerState(ctx, owner, uid, pass.VR.Spec.AdoptOrphans)
+	})
+	switch {
+	case v.claim:
+		if pass.claims == nil {
+			pass.claims = map[ObjectKey]schema.GroupVersionResource{}
+		}
+		pass.claims[p.key] = p.gvr
+	case v.adopt:
+		return e.adopt(ctx, pass, p, live, v.owner, v.uidShown)
+	case v.err != nil && v.err.Reason == v1alpha1.ReasonUnmanagedExists:
+		pass.st.unmanaged[p.key] = true
+	}
+	return v.err
+}
+
+// ownerVerdict is what the marks of a live object say of writing it.
+type ownerVerdict struct {
+	// err refuses the write; nil when the object is the resource's.
+	err *ObjectError
+	// claim: another live VidraResource owns it (err says so); the
+	// resource declares it too, and is handed it when that owner lets it
+	// go.
+	claim bool
+	// adopt: its owner is gone and the resource adopts orphans: it is
+	// adopted once a fresh read confirms the marks (see adopt), which
+	// name owner, shown by its UID uidShown.
+	adopt           bool
+	owner, uidShown string
+}
+
+// judgeOwner decides whether vr may write live, the object of p. lookup
+// says whether the VidraResource the marks name exists; it is asked only
+// when the marks name another resource. local: the object is on the
+// cluster Vidra runs in. Apply and Plan judge owners here.
+func judgeOwner(vr *v1alpha1.VidraResource, live *unstructured.Unstructured, p *planned, local bool, lookup func(string, types.UID) (ownerState, error)) ownerVerdict {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
-	if uid == string(pass.VR.UID) {
+	// A resource has a UID once created; a preview of one not created yet
+	// has none, and no object is its.
+	if uid != "" && uid == string(vr.UID) {
 		// The resource's UID is no secret (its objects carry it): marks
 		// copied onto an object someone else made, say a backup restored
 		// or an edited copy created in the place of Vidra's, do not make
 		// it this resource's to write, record and later delete.
 		if AppliedByVidra(live.GetManagedFields()) {
-			return nil
+			return ownerVerdict{}
 		}
-		return unmanagedError(pass, p, "carries this resource's marks but was never applied by Vidra (created from a copy of Vidra's object?)")
+		return ownerVerdict{err: unmanagedErr(p, "carries this resource's marks but was never applied by Vidra (created from a copy of Vidra's object?)")}
 	}
 	if uid == "" {
-		return unmanagedError(pass, p, "exists and is not managed by Vidra")
+		return ownerVerdict{err: unmanagedErr(p, "exists and is not managed by Vidra")}
 	}
-	state, err := e.ownerState(ctx, live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid), pass.VR.Spec.AdoptOrphans)
+	state, err := lookup(live.GetAnnotations()[v1alpha1.OwnedByAnnotation], types.UID(uid))
 	// A remote destination's server writes whatever labels it likes.
 	owner, uidShown := ownerName(live), wording.Cut(readable(uid), 63, "…")
-	if err != nil {
-		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
-			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}
-	}
-	if state == ownerLive {
-		if pass.claims == nil {
-			pass.claims = map[ObjectKey]schema.GroupVersionResource{}
-		}
-		pass.claims[p.key] = p.gvr
-		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("is managed by VidraResource %s (an object has one owner): remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}
-	}
-	if pass.Target.Cluster != destination.LocalCluster {
+	switch {
+	case err != nil:
+		return ownerVerdict{err: &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true, Retry: true,
+			Err: fmt.Errorf("carries the marks of VidraResource %s, which could not be looked up (retrying): %w", owner, err)}}
+	case state == ownerLive:
+		return ownerVerdict{claim: true, err: &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
+			Err: fmt.Errorf("is managed by VidraResource %s (an object has one owner): remove it from this manifest, or from %s's (it is then handed over to this resource)", owner, owner)}}
+	case !local:
 		// VidraResources live in the cluster of the installation that
 		// reconciles them; an owner this cluster does not hold may belong
 		// to another Vidra installation sharing the remote cluster.
-		return &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
-			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster (if it does not, delete the object and this resource creates it)", owner, uidShown)}
-	}
-	if state == ownerUnknown {
+		return ownerVerdict{err: &ObjectError{Key: p.key, Index: p.index, Reason: v1alpha1.ReasonOwnedByOther, Conflict: true,
+			Err: fmt.Errorf("carries the marks of VidraResource %s (UID %s), which this installation does not have: it may belong to another Vidra installation that shares the cluster (if it does not, delete the object and this resource creates it)", owner, uidShown)}}
+	case state == ownerUnknown:
 		// This replica sees only some VidraResources (--watch-namespace,
 		// --shard-selector): one it does not see may own the object under
 		// a name the annotation no longer tells.
-		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which this operator cannot find among the VidraResources it sees (it watches one namespace or a shard only), so it does not take the object over", owner, uidShown))
+		return ownerVerdict{err: unmanagedErr(p, fmt.Sprintf("carries the marks of VidraResource %s (UID %s), which this operator cannot find among the VidraResources it sees (it watches one namespace or a shard only), so it does not take the object over", owner, uidShown))}
 	}
+	return judgeOrphan(vr, live, p, owner, uidShown)
+}
+
+// judgeOrphan decides for live, whose marks name a VidraResource that is
+// gone (owner, shown by its UID uidShown), whether vr adopts it.
+func judgeOrphan(vr *v1alpha1.VidraResource, live *unstructured.Unstructured, p *planned, owner, uidShown string) ownerVerdict {
 	// The marks cannot be trusted on their own: anyone who may label an
 	// object can write them. Only an object Vidra has applied is adopted
 	// (the cache keeps the name of Vidra's apply entry).
 	if !AppliedByVidra(live.GetManagedFields()) {
 		what := "carries Vidra's marks but was never applied by Vidra"
-		if pass.VR.Spec.AdoptOrphans {
+		if vr.Spec.AdoptOrphans {
 			what += " (spec.adoptOrphans takes over only objects Vidra's apply wrote)"
 		}
-		return unmanagedError(pass, p, what)
+		return ownerVerdict{err: unmanagedErr(p, what)}
 	}
 	if p.policy.createOnly {
 		// apply: IfNotPresent never writes an object that exists, its
 		// marks included: adopted, it would stay marked as the gone
 		// resource's, and be this one's only until adoptOrphans is unset.
-		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and its annotation %s: IfNotPresent keeps Vidra from writing it, so it cannot be adopted", owner, uidShown, v1alpha1.ApplyPolicyAnnotation))
+		return ownerVerdict{err: unmanagedErr(p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and its annotation %s: IfNotPresent keeps Vidra from writing it, so it cannot be adopted", owner, uidShown, v1alpha1.ApplyPolicyAnnotation))}
 	}
-	if !pass.VR.Spec.AdoptOrphans {
+	if !vr.Spec.AdoptOrphans {
 		// Whoever may create the object may also have written the marks
 		// of a resource that never existed and a vidra Apply entry: only
 		// the resource's author can say it expects leftovers here. Decided
 		// on the cached object: a resource that does not adopt costs no
 		// read per leftover it declares, at every retry.
-		return unmanagedError(pass, p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and this resource does not adopt orphans (spec.adoptOrphans takes it over)", owner, uidShown))
+		return ownerVerdict{err: unmanagedErr(p, fmt.Sprintf("carries the marks of a VidraResource that no longer exists (%s, UID %s), and this resource does not adopt orphans (spec.adoptOrphans takes it over)", owner, uidShown))}
 	}
-	return e.adopt(ctx, pass, p, live, owner, uidShown)
+	return ownerVerdict{adopt: true, owner: owner, uidShown: uidShown}
 }
 
 // adopt takes over live, an object Vidra applied whose marks name a gone
@@ -210,6 +249,26 @@ func (e *Engine) adopt(ctx context.Context, pass *Pass, p *planned, live *unstru
 	if err != nil {
 		return classify(p, fmt.Errorf("read: %w", err))
 	}
+	if oe := confirmAdoption(p, live, full); oe != nil {
+		if oe.Reason == v1alpha1.ReasonUnmanagedExists {
+			pass.st.unmanaged[p.key] = true
+		}
+		return oe
+	}
+	// The owner named on the object is gone (deleted without its finalizer
+	// running): the marks are stale and the object is free to adopt. The
+	// Event, once the apply has written it, tells the resource's readers
+	// what it took.
+	p.adoptedFrom = fmt.Sprintf("VidraResource %s (UID %s)", owner, uidShown)
+	p.adoptVersion = full.GetResourceVersion()
+	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uidShown)
+	return nil
+}
+
+// confirmAdoption checks full, p's object read afresh, against live, the
+// copy whose marks judgeOwner found to name a gone owner: nil when it may
+// be adopted.
+func confirmAdoption(p *planned, live, full *unstructured.Unstructured) *ObjectError {
 	uid := live.GetLabels()[v1alpha1.OwnerUIDLabel]
 	if full == nil || full.GetLabels()[v1alpha1.OwnerUIDLabel] != uid || full.GetAnnotations()[v1alpha1.OwnedByAnnotation] != live.GetAnnotations()[v1alpha1.OwnedByAnnotation] {
 		// Deleted, or marked anew since the cache's copy (another
@@ -219,15 +278,8 @@ func (e *Engine) adopt(ctx context.Context, pass *Pass, p *planned, live *unstru
 			Err: errors.New("changed owner while Vidra read it (retrying)")}
 	}
 	if !AppliedByVidra(full.GetManagedFields()) {
-		return unmanagedError(pass, p, "carries Vidra's marks but was never applied by Vidra (spec.adoptOrphans takes over only objects Vidra's apply wrote)")
+		return unmanagedErr(p, "carries Vidra's marks but was never applied by Vidra (spec.adoptOrphans takes over only objects Vidra's apply wrote)")
 	}
-	// The owner named on the object is gone (deleted without its finalizer
-	// running): the marks are stale and the object is free to adopt. The
-	// Event, once the apply has written it, tells the resource's readers
-	// what it took.
-	p.adoptedFrom = fmt.Sprintf("VidraResource %s (UID %s)", owner, uidShown)
-	p.adoptVersion = full.GetResourceVersion()
-	klog.FromContext(ctx).Info("Adopting an object whose owner is gone", "object", p.key.String(), "previousOwner", owner, "previousOwnerUID", uidShown)
 	return nil
 }
 

@@ -204,7 +204,7 @@ func (e *Engine) heldObject(ctx context.Context, dest *destination.Target, vr *v
 	// The marks alone do not make the object this resource's: anyone who
 	// may label an object can copy them, and a copy made in the place of an
 	// object Vidra applied would otherwise be deleted in its stead.
-	if live.GetLabels()[v1alpha1.OwnerUIDLabel] != string(vr.UID) || !AppliedByVidra(live.GetManagedFields()) {
+	if !ownedBy(vr, live) {
 		return nil, nil
 	}
 	return &held{client: client, ref: watchregistry.Ref{Cluster: dest.Cluster, GVR: mapping.Resource}, live: live}, nil
@@ -357,8 +357,8 @@ func stripMarks(ctx context.Context, client metadata.ResourceInterface, w *watch
 	name := live.GetName()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
-		"labels":          map[string]any{v1alpha1.ManagedByLabel: nil, v1alpha1.OwnerUIDLabel: nil, v1alpha1.BucketLabel: nil},
-		"annotations":     map[string]any{v1alpha1.OwnedByAnnotation: nil},
+		"labels":          nulls(releasedLabels()),
+		"annotations":     nulls(releasedAnnotations()),
 	}})
 	if err != nil {
 		w.Abort()

@@ -140,10 +140,3 @@ func sortedHolds(inventory []v1alpha1.ManagedResource, held map[ObjectKey]PruneH
 	}
 	return slices.Clip(out)
 }
-
-// Confusable reports whether a failing object of failingKind and
-// failingName holds back the prune of an object of kind and name: the rule
-// decideHolds applies, offered to previews so that they agree with it.
-func Confusable(kind, name, failingKind, failingName string) bool {
-	return confusable(ObjectKey{kind: kind, name: name}, ObjectKey{kind: failingKind, name: failingName})
-}

@@ -42,12 +42,14 @@ func newDiff(r *root) *cobra.Command {
 		Short: "Show what applying a VidraResource would change, by server-side dry run",
 		Long: `Show what applying a VidraResource would change on its destination: for each
 object, the unified diff of the fields that would change, the objects that
-would be created, and those that would be pruned (they are in
-status.managedResources and no longer in the manifest). The API server
-computes it: the operator's own server-side apply (field manager vidra,
-forced) runs as a dry run, as the resource's ServiceAccount when it names
-one, and the live object is compared with the answer, without
-managedFields, resourceVersion, generation, timestamps and status.
+would be created, and those that would be pruned, released, kept, held
+back or handed over (they are in status.managedResources and no longer in
+the manifest). The operator's own engine decides what it would do with
+each object; the API server computes each write: the operator's
+server-side apply (field manager vidra, forced) runs as a dry run, as the
+resource's ServiceAccount when it names one, and the live object is
+compared with the answer, without managedFields, resourceVersion,
+generation, timestamps and status.
 
   kubectl vidra diff NAME                 the resource's own manifest against the cluster
   kubectl vidra diff NAME -f FILE|DIR     a new manifest for it (files packed as create does)
@@ -118,6 +120,9 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 			vr.Spec.Manifest, objs, source = m.Text, m.Objects, ""
 			// The files are the whole new manifest, as create packs them.
 			vr.Spec.ManifestFrom, vr.Spec.ManifestEncoding = nil, ""
+			// A new spec is a new generation, which the engine has not
+			// applied yet: what differs is a change, not drift.
+			vr.Generation = vr.Status.ObservedGeneration + 1
 		}
 	} else {
 		if vr, err = r.readDefinition(files, c.namespace); err != nil {
@@ -172,7 +177,7 @@ func (r *root) diff(cmd *cobra.Command, args, files []string, output string) (in
 	if err != nil {
 		return 0, err
 	}
-	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m, Discovery: dc}, vr, objs)
+	res, err := preview.Plan(ctx, preview.Cluster{Client: dyn, Mapper: m, Discovery: dc, Vidra: c.vidra}, vr, objs)
 	if err != nil {
 		var errs manifest.ErrorList
 		if errors.As(err, &errs) {

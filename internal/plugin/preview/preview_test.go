@@ -4,6 +4,7 @@
 package preview
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/vidra-operator/vidra/internal/apply"
+	"github.com/vidra-operator/vidra/internal/manifest"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -102,7 +106,7 @@ func TestRenderShowsChangesAndCountsTheRest(t *testing.T) {
 
 func TestDiffersOnlyOnChanges(t *testing.T) {
 	for a, want := range map[Action]bool{
-		ActionCreate: true, ActionChange: true, ActionPrune: true, ActionRelease: true, ActionConflict: true,
+		ActionCreate: true, ActionChange: true, ActionPrune: true, ActionRelease: true, ActionHandOver: true, ActionConflict: true,
 		ActionUnchanged: false, ActionKeep: false, ActionIgnore: false, ActionError: false,
 	} {
 		r := &Result{Objects: []Object{{Action: a}}}
@@ -112,22 +116,27 @@ func TestDiffersOnlyOnChanges(t *testing.T) {
 	}
 }
 
-// An object marked as another resource's is not written while that
-// resource holds it; the preview does not look the owner up, so it tells
-// what happens in either case, and whether this resource adopts orphans.
-func TestNotOursNamesHandoverAndAdoption(t *testing.T) {
-	live := &unstructured.Unstructured{}
-	live.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: "other-uid"})
-	live.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: "team-a/other"})
-	for _, adopt := range []bool{false, true} {
-		vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{UID: "mine"}, Spec: v1alpha1.VidraResourceSpec{AdoptOrphans: adopt}}
-		msg, foreign := notOurs(vr, live)
-		want := "adopted only with spec.adoptOrphans"
-		if adopt {
-			want = "spec.adoptOrphans adopts it"
+// An object marked as another live resource's is not written; the
+// preview says so as the operator does, naming the owner and the
+// hand-over. One whose owner is gone is adopted only with
+// spec.adoptOrphans, which the preview says too.
+func TestAConflictNamesTheOwnerTheHandoverAndAdoption(t *testing.T) {
+	owner := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other", UID: "other-uid"}}
+	for _, live := range []bool{true, false} {
+		l := &memLive{objs: map[string]*unstructured.Unstructured{"ConfigMap ns/a": marked(owner, "a", true)}}
+		if live {
+			l.resources = []*v1alpha1.VidraResource{owner}
 		}
-		if !foreign || !strings.Contains(msg, "team-a/other") || !strings.Contains(msg, "handed over") || !strings.Contains(msg, want) {
-			t.Errorf("adoptOrphans %v: %q (foreign %v), want the owner, the handover and %q", adopt, msg, foreign, want)
+		res := planned(t, l, newVR(), configMapDoc("a"))
+		o := res.Objects[0]
+		want := []string{"team-a/other", "handed over"}
+		if !live {
+			want = []string{"team-a/other", "spec.adoptOrphans takes it over"}
+		}
+		for _, w := range want {
+			if o.Action != ActionConflict || !strings.Contains(o.Message, w) {
+				t.Errorf("owner live %v: %s (%q), want a conflict saying %q", live, o.Action, o.Message, w)
+			}
 		}
 	}
 }
@@ -136,34 +145,40 @@ func TestNotOursNamesHandoverAndAdoption(t *testing.T) {
 // (it may be that object, moved), as the operator does: the preview holds
 // those and counts them apart, and lets every other prune go ahead.
 func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
-	for _, failing := range []Action{ActionError, ActionConflict, ""} {
-		res := &Result{Resource: "ns/r", Objects: []Object{
-			{Kind: "ConfigMap", Namespace: "other", Name: "gone", Action: ActionCreate},
-			{Kind: "ConfigMap", Namespace: "ns", Name: "gone", Action: ActionPrune, Diff: "-data"},
-			{Kind: "ConfigMap", Namespace: "ns", Name: "kept", Action: ActionRelease},
-			{Kind: "Secret", Namespace: "ns", Name: "gone", Action: ActionPrune},
-			{Kind: "Namespace", Name: "n", Action: ActionKeep},
-			// A prune that cannot be previewed holds no other: the
-			// operator goes on with the rest.
-			{Kind: "ConfigMap", Namespace: "ns", Name: "unread", Action: ActionError},
+	vr := newVR()
+	vr.Status.ManagedResources = []v1alpha1.ManagedResource{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "gone"},
+		{APIVersion: "v1", Kind: "Secret", Namespace: "ns", Name: "gone"},
+	}
+	for _, failing := range []bool{true, false} {
+		l := &memLive{objs: map[string]*unstructured.Unstructured{
+			"ConfigMap ns/gone": marked(vr, "gone", true),
+			"Secret ns/gone":    marked(vr, "gone", true),
 		}}
-		if failing != "" {
-			res.Objects[0].Action = failing
+		l.objs["Secret ns/gone"].SetKind("Secret")
+		if failing {
+			// Someone else's object of the same kind and name where the
+			// manifest now puts it: a conflict.
+			l.objs["ConfigMap other/gone"] = marked(&v1alpha1.VidraResource{}, "gone", false)
+			l.objs["ConfigMap other/gone"].SetNamespace("other")
 		}
-		holdPrunes(res, 1, false)
-		got := []Action{res.Objects[1].Action, res.Objects[2].Action, res.Objects[3].Action, res.Objects[4].Action, res.Objects[5].Action}
-		want := []Action{ActionHeld, ActionRelease, ActionPrune, ActionKeep, ActionError}
-		if failing == "" {
-			want = []Action{ActionPrune, ActionRelease, ActionPrune, ActionKeep, ActionError}
+		res := planned(t, l, vr, configMapDoc("gone")+"  namespace: other\n")
+		var got []Action
+		for _, o := range res.Objects[1:] {
+			got = append(got, o.Action)
+		}
+		want := []Action{ActionHeld, ActionPrune}
+		if !failing {
+			want = []Action{ActionPrune, ActionPrune}
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("with %q: actions %v, want %v", failing, got, want)
+			t.Errorf("failing %v: actions %v, want %v", failing, got, want)
 		}
-		if failing != "" && (res.Objects[1].Diff != "" || !strings.Contains(res.Objects[1].Message, "ConfigMap other/gone")) {
-			t.Errorf("with %q: held prune %+v, want no diff and a message naming the failing object", failing, res.Objects[1])
+		if failing && (res.Objects[1].Diff != "" || !strings.Contains(res.Objects[1].Message, "ConfigMap other/gone")) {
+			t.Errorf("held prune %+v, want no diff and a message naming the failing object", res.Objects[1])
 		}
-		if failing != "" && !strings.Contains(Summary(res), "1 held back") {
-			t.Errorf("with %q: summary %q", failing, Summary(res))
+		if failing && !strings.Contains(Summary(res), "1 held back") {
+			t.Errorf("summary %q", Summary(res))
 		}
 	}
 }
@@ -171,28 +186,82 @@ func TestPrunesAreHeldWhileAnObjectFails(t *testing.T) {
 // Marks of this resource on an object Vidra's apply never wrote (a copy
 // created in its place) make it no more this resource's in the preview
 // than in the operator.
-func TestNotOursRefusesACopyCarryingThisResourcesMarks(t *testing.T) {
-	vr := &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{UID: "mine"}}
-	live := &unstructured.Unstructured{}
-	live.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: "mine"})
-	if msg, foreign := notOurs(vr, live); !foreign || !strings.Contains(msg, v1alpha1.ReasonUnmanagedExists) {
-		t.Errorf("a copy: %q (foreign %v), want %s", msg, foreign, v1alpha1.ReasonUnmanagedExists)
-	}
-	live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
-	if msg, foreign := notOurs(vr, live); foreign {
-		t.Errorf("an object Vidra applied: %q, want it this resource's", msg)
+func TestACopyCarryingThisResourcesMarksIsAConflict(t *testing.T) {
+	vr := newVR()
+	l := &memLive{objs: map[string]*unstructured.Unstructured{"ConfigMap ns/a": marked(vr, "a", false)}}
+	if o := planned(t, l, vr, configMapDoc("a")).Objects[0]; o.Action != ActionConflict || !strings.Contains(o.Message, "never applied by Vidra") {
+		t.Errorf("a copy: %s (%q), want a conflict: never applied by Vidra", o.Action, o.Message)
 	}
 }
 
-// With spec.adoptOrphans, a conflict over another resource's object may be
-// an adoption the preview cannot confirm: the held prune says so.
-func TestAHeldPruneSaysAnAdoptionWouldFreeIt(t *testing.T) {
-	res := &Result{Objects: []Object{
-		{Kind: "ConfigMap", Namespace: "ns", Name: "leftover", Action: ActionConflict, Message: markedAsAnother + "ns/gone: ..."},
-		{Kind: "ConfigMap", Namespace: "old", Name: "leftover", Action: ActionPrune},
-	}}
-	holdPrunes(res, 1, true)
-	if o := res.Objects[1]; o.Action != ActionHeld || !strings.Contains(o.Message, "once adopted") {
-		t.Errorf("prune %+v, want held, saying an adoption would let it go ahead", o)
+// memLive is the engine's LiveReader over objects in memory, keyed
+// "Kind ns/name", for decisions that need no dry run.
+type memLive struct {
+	objs      map[string]*unstructured.Unstructured
+	resources []*v1alpha1.VidraResource
+}
+
+func (l *memLive) Get(_ context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, error) {
+	if u := l.objs[gvk.Kind+" "+namespace+"/"+name]; u != nil {
+		return u.DeepCopy(), nil
 	}
+	return nil, nil
+}
+
+func (l *memLive) Resources(context.Context) ([]*v1alpha1.VidraResource, bool, error) {
+	return l.resources, true, nil
+}
+
+func (l *memLive) Changes(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) (bool, error) {
+	return false, nil
+}
+
+// newVR is resource ns/web, reconciled.
+func newVR() *v1alpha1.VidraResource {
+	return &v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "web-uid"}}
+}
+
+func configMapDoc(name string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"
+}
+
+// marked is ConfigMap ns/name marked as vr's, applied by Vidra or not.
+func marked(vr *v1alpha1.VidraResource, name string, applied bool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetNamespace("ns")
+	u.SetName(name)
+	if vr.UID != "" {
+		u.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: string(vr.UID)})
+		u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: vr.Namespace + "/" + vr.Name})
+	}
+	if applied {
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
+	}
+	return u
+}
+
+// planned renders the engine's plan of manifest over l, for decisions
+// that need no request.
+func planned(t *testing.T, l *memLive, vr *v1alpha1.VidraResource, text string) *Result {
+	t.Helper()
+	objs, errs := manifest.Parse(text)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	ds, err := apply.Plan(t.Context(), apply.PlanInput{VR: vr, Objects: objs,
+		Namespaced: func(schema.GroupVersionKind) (bool, error) { return true, nil }}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reader{}
+	res := &Result{Resource: vr.Namespace + "/" + vr.Name}
+	for _, d := range ds {
+		if d.Action == "Create" {
+			// Its dry run is the control-plane tests' business.
+			res.Objects = append(res.Objects, objectOf(d.Object, ActionCreate))
+			continue
+		}
+		res.Objects = append(res.Objects, r.render(t.Context(), d))
+	}
+	return res
 }

@@ -85,6 +85,7 @@ func Summary(r *Result) string {
 		{ActionChange, "to change"},
 		{ActionPrune, "to prune"},
 		{ActionRelease, "to release"},
+		{ActionHandOver, "to hand over"},
 		{ActionKeep, "kept (prune refused)"},
 		{ActionHeld, "held back (same kind and name fails)"},
 		{ActionConflict, "in conflict"},

@@ -26,8 +26,12 @@ const (
 	// fails (a conflict, a refusal): it may be this one moved, so the
 	// operator holds this prune back until that object applies.
 	ActionHeld Action = "held"
-	// ActionConflict: the object exists and is not this resource's; the
-	// operator would not take it over.
+	// ActionHandOver: the object left the manifest, and another
+	// VidraResource that declares it would take it over.
+	ActionHandOver Action = "handover"
+	// ActionConflict: the object exists and is not this resource's, or
+	// the operator refuses the change (a recreation force does not
+	// allow): it would not write it.
 	ActionConflict Action = "conflict"
 	// ActionIgnore: the manifest's object is one Vidra does not apply
 	// (annotation vidra.infrahub.operators.com/apply: Ignore).
@@ -72,7 +76,7 @@ type Result struct {
 func (r *Result) Differs() bool {
 	for _, o := range r.Objects {
 		switch o.Action {
-		case ActionCreate, ActionChange, ActionPrune, ActionRelease, ActionConflict:
+		case ActionCreate, ActionChange, ActionPrune, ActionRelease, ActionHandOver, ActionConflict:
 			return true
 		}
 	}

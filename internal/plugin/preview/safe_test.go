@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
@@ -37,15 +38,13 @@ func checkTerminal(t *testing.T, what, out string) {
 // annotation and an API server's message are printed without a control
 // character (but the diff's newlines) or a bidirectional override.
 func TestRenderKeepsHostileTextOffTheTerminal(t *testing.T) {
-	live := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-	live.SetName("cm")
-	live.SetNamespace("team-a")
-	live.SetLabels(map[string]string{v1alpha1.OwnerUIDLabel: "other"})
+	live := marked(&v1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{UID: "other"}}, "cm", true)
 	live.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: "team-b/x" + hostile})
-	conflict, ok := notOurs(&v1alpha1.VidraResource{}, live)
-	if !ok {
-		t.Fatal("the live object is taken for the resource's")
+	got := planned(t, &memLive{objs: map[string]*unstructured.Unstructured{"ConfigMap ns/cm": live}}, newVR(), configMapDoc("cm")).Objects[0]
+	if got.Action != ActionConflict || !strings.Contains(got.Message, "team-b/x") {
+		t.Fatalf("the live object is taken for the resource's: %+v", got)
 	}
+	conflict := got.Message
 	// The message and the labels are -o json's too.
 	checkTerminal(t, "the conflict", conflict)
 
