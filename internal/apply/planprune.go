@@ -74,7 +74,8 @@ func (pl *planner) letGo(ctx context.Context, m v1alpha1.ManagedResource, hold P
 		}
 	}
 	d.Live = live
-	d.Action, d.Reason = decideLetGo(pl.in.VR, k, live, d.Heir != "")
+	del := pl.in.VR.Spec.Prune == nil || *pl.in.VR.Spec.Prune
+	d.Action, d.Reason = decideLetGo(k, live, d.Heir != "", del, del && deleteRefused(pl.in.VR, k))
 	return d, true
 }
 
@@ -118,18 +119,19 @@ func pruneFailed(d Decision, k ObjectKey, err error) Decision {
 	return d
 }
 
-// decideLetGo is what letting live, the object of k, go does, in letGo's
-// order: a hand-over to a resource that declares it (heir) whatever else
-// holds, then the prune's refusal of a Namespace or CRD, a release under
-// spec.prune false, the keep of its prune: disabled annotation, and
-// otherwise a deletion.
-func decideLetGo(vr *v1alpha1.VidraResource, k ObjectKey, live metav1.Object, heir bool) (Action, string) {
-	del := vr.Spec.Prune == nil || *vr.Spec.Prune
+// decideLetGo is what letting live, the object of k, go does, in the
+// order letGo acts on: a hand-over to a resource that declares it (heir)
+// whatever else holds, then the refusal to delete a Namespace or CRD
+// (refuse), a release when the object is not to be deleted (del false:
+// spec.prune false, or deletionPolicy Orphan), the keep of its prune:
+// disabled annotation, and otherwise a deletion. The reasons are a
+// prune's, which Plan shows.
+func decideLetGo(k ObjectKey, live metav1.Object, heir, del, refuse bool) (Action, string) {
 	deleting := live.GetDeletionTimestamp() != nil
 	switch {
 	case heir && !deleting:
 		return PlanHandOver, "another VidraResource declares it"
-	case del && deleteRefused(vr, k):
+	case refuse:
 		return PlanPruneRefused, "deleting a " + k.kind + " deletes everything in it, and spec.pruneNamespacesAndCRDs is not true"
 	case !del:
 		return PlanRelease, "spec.prune is false"

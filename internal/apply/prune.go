@@ -128,7 +128,8 @@ func deleteRefused(vr *v1alpha1.VidraResource, k ObjectKey) bool {
 // deleting it would take it from under its other declarer, and stripping the
 // marks would leave it unmanaged, which that resource must not adopt. With
 // refuse (a Namespace or CRD the resource may not prune), an object nobody
-// may take over is left as it is (pruneRefused).
+// may take over is left as it is (pruneRefused). What it does is
+// decideLetGo's decision, the one Plan shows kubectl vidra diff.
 func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alpha1.VidraResource, m v1alpha1.ManagedResource, del, refuse bool) (letGoResult, error) {
 	held, err := e.heldObject(ctx, dest, vr, m)
 	if held == nil || err != nil {
@@ -147,11 +148,22 @@ func (e *Engine) letGo(ctx context.Context, dest *destination.Target, vr *v1alph
 			return handedOver, nil
 		}
 	}
-	what := pruneRefused
-	if !refuse {
-		if what, err = e.dispose(ctx, logger, held, key, del, vr.DeletePropagation()); err != nil {
-			return nothingToLetGo, err
-		}
+	// The hand-over was decided above, with the review it needs.
+	var what letGoResult
+	switch action, _ := decideLetGo(key, held.live, false, del, refuse); action {
+	case PlanPruneRefused:
+		what = pruneRefused
+	case PlanRelease:
+		logger.V(2).Info("Releasing object")
+		what, err = released, stripMarks(ctx, held.client, e.registry.BeginWrite(held.ref, held.live), key.kind, held.live)
+	case PlanKeep:
+		logger.V(2).Info("Releasing object instead of deleting it", "annotation", v1alpha1.PrunePolicyAnnotation)
+		what, err = keptByAnnotation, stripMarks(ctx, held.client, e.registry.BeginWrite(held.ref, held.live), key.kind, held.live)
+	default:
+		what, err = e.remove(ctx, logger, held, key, vr.DeletePropagation())
+	}
+	if err != nil {
+		return nothingToLetGo, err
 	}
 	if what == deleted && held.live.GetDeletionTimestamp() != nil {
 		e.requeueCRDCleanup(ctx, logger, vr, held, key)
@@ -287,18 +299,10 @@ func firstHeir(claims []claim, review func(claim) (denied, grant string, err err
 	return nil, refused, false, nil
 }
 
-// dispose deletes (del), with propagation, or releases h, an object of a
-// resource's that nobody takes over.
-func (e *Engine) dispose(ctx context.Context, logger klog.Logger, h *held, key ObjectKey, del bool, propagation metav1.DeletionPropagation) (letGoResult, error) {
+// remove deletes h, an object of a resource's that nobody takes over,
+// with propagation; one being deleted already is waited for.
+func (e *Engine) remove(ctx context.Context, logger klog.Logger, h *held, key ObjectKey, propagation metav1.DeletionPropagation) (letGoResult, error) {
 	client, ref, live := h.client, h.ref, h.live
-	if !del {
-		logger.V(2).Info("Releasing object")
-		return released, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
-	}
-	if pruneDisabled(live) && live.GetDeletionTimestamp() == nil {
-		logger.V(2).Info("Releasing object instead of deleting it", "annotation", v1alpha1.PrunePolicyAnnotation)
-		return keptByAnnotation, stripMarks(ctx, client, e.registry.BeginWrite(ref, live), key.kind, live)
-	}
 	if live.GetDeletionTimestamp() != nil {
 		// Deleted, and held by a finalizer: its delete event, when the
 		// finalizer lets it go, must wake the resource that waits for it,
