@@ -404,10 +404,16 @@ func (e *Engine) observeCached(pass *Pass, p *planned) {
 	}
 }
 
-// Finish records what the pass learnt that other resources' passes need:
-// the objects of its manifest another resource owns, which that owner
-// hands over rather than deletes when it lets them go.
-func (e *Engine) Finish(pass *Pass) { e.setClaims(pass) }
+// Finish completes the pass once the work on its destination is done,
+// on ctx rather than the reconcile's deadline: it explains a missing
+// ServiceAccount (explainMissingServiceAccount), and records what the pass
+// learnt that other resources' passes need: the objects of its manifest
+// another resource owns, which that owner hands over rather than deletes
+// when it lets them go.
+func (e *Engine) Finish(ctx context.Context, pass *Pass) {
+	e.explainMissingServiceAccount(ctx, pass)
+	e.setClaims(pass)
+}
 
 // checkDefaultNamespace refuses a spec.destination.namespace that is not a
 // namespace name. The schema refuses it already; a resource stored before

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -55,6 +56,10 @@ type Options struct {
 	// fails every resource that uses spec.manifestFrom.
 	Home    func(context.Context, *v1alpha1.VidraResource) (dynamic.Interface, error)
 	Sources SourceWatch
+	// Local is the operator's own metadata client of the cluster it runs
+	// in, which tells whether a ServiceAccount a pass acts as exists; nil
+	// never asks.
+	Local metadata.Interface
 	// Registerer receives the engine's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Clock      clock.Clock
@@ -75,6 +80,7 @@ type Engine struct {
 	metrics   *metrics
 	clock     clock.Clock
 	manifests *manifestSource
+	local     metadata.Interface
 
 	mu       sync.Mutex
 	states   map[cache.ObjectName]*resourceState
@@ -106,6 +112,7 @@ func New(opts Options) *Engine {
 		enqueue:   opts.Enqueue,
 		metrics:   newMetrics(opts.Registerer),
 		clock:     opts.Clock,
+		local:     opts.Local,
 		manifests: &manifestSource{parsed: newParseCache(), vidra: opts.Vidra, home: opts.Home, watch: opts.Sources},
 		states:    map[cache.ObjectName]*resourceState{},
 		managers:  labelSet{max: maxManagerLabels},

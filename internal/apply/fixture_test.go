@@ -131,7 +131,7 @@ func newEngineFixture(t *testing.T, vrs []*v1alpha1.VidraResource, live ...runti
 			t.Fatal(err)
 		}
 	}
-	f.engine = New(Options{Registry: registry, Owners: owners.Lister(), Vidra: f.vidra, Recorder: f.recorder, Clock: clock,
+	f.engine = New(Options{Registry: registry, Owners: owners.Lister(), Vidra: f.vidra, Recorder: f.recorder, Clock: clock, Local: f.meta,
 		Resources: func(uid types.UID) (exists, known bool) { return uids[uid], !f.partialView }})
 	return f
 }
@@ -170,7 +170,7 @@ func (f *engineFixture) apply(vr *v1alpha1.VidraResource) *Pass {
 	pass := f.engine.NewPass(vr, []string{"kubectl-edit"})
 	pass.Target = f.target
 	f.engine.Apply(context.Background(), pass)
-	f.engine.Finish(pass)
+	f.engine.Finish(context.Background(), pass)
 	return pass
 }
 

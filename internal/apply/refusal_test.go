@@ -181,3 +181,37 @@ func TestCleanupDoesNotTellWhichForeignNamespacesAreBeingDeleted(t *testing.T) {
 		t.Errorf("Events:\n%s\nwant both objects reported alike as left as they are", events)
 	}
 }
+
+// The API server refuses a ServiceAccount that does not exist as it
+// refuses one without rights: the pass says which it is, asking as the
+// operator, so that a person corrects spec.serviceAccountName rather than
+// looks for a missing Role.
+func TestAMissingServiceAccountIsNamedNotTakenForMissingRights(t *testing.T) {
+	for _, exists := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ServiceAccount exists: %v", exists), func(t *testing.T) {
+			tenant := engineVR("probe", appManifest, inNamespace("team-a"))
+			f := newEngineFixture(t, []*v1alpha1.VidraResource{tenant})
+			if exists {
+				if err := f.meta.Tracker().Add(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "deployer"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.refuseVerbsIn("team-a", "get", "patch")
+			// The operator itself may read ServiceAccounts.
+			f.meta.PrependReactor("get", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				obj, err := f.meta.Tracker().Get(serviceAccounts, a.GetNamespace(), a.(k8stesting.GetAction).GetName())
+				return true, obj, err
+			})
+			pass := f.applyAs(tenant)
+			f.engine.Finish(context.Background(), pass)
+			want := v1alpha1.ReasonForbidden
+			if !exists {
+				want = v1alpha1.ReasonServiceAccountNotFound
+			}
+			if len(pass.Out.Errs) != 1 || pass.Out.Errs[0].Reason != want {
+				t.Fatalf("errors %v, want one %s", pass.Out.Errs, want)
+			}
+		})
+	}
+}

@@ -162,7 +162,7 @@ func NewParts(ctx context.Context, clients Clients, lister listers.VidraResource
 	sources := sourcewatch.New(dests.Local().Meta, w.Event)
 	engine := apply.New(apply.Options{
 		Registry: reg, Wakes: index, Owners: lister, Vidra: clients.Vidra, Recorder: opts.Recorder, Enqueue: w.Event,
-		Home: dests.Home, Sources: sources, Resources: w.Resources,
+		Home: dests.Home, Sources: sources, Resources: w.Resources, Local: dests.Local().Meta,
 		Registerer: opts.Registerer, Clock: opts.Clock,
 	})
 	return Parts{Wakes: w, Registry: reg, Resolver: dests, Sources: sources, Engine: engine}, nil

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -77,8 +76,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 	rctx, cancel := destination.WithReconcileDeadline(ctx, c.opts.ReconcileTimeout)
 	inventoryCluster := c.reconcile(rctx, pass)
 	cancel()
-	c.explainMissingServiceAccount(ctx, pass)
-	c.engine.Finish(pass)
+	c.engine.Finish(ctx, pass)
 	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
 	for _, e := range pass.Out.Errs {
 		res.conflict = res.conflict || e.Conflict
@@ -210,27 +208,6 @@ func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResourc
 	vr = vr.DeepCopy()
 	vr.Finalizers, vr.ResourceVersion = out.Finalizers, out.ResourceVersion
 	return vr, nil
-}
-
-// explainMissingServiceAccount replaces the Forbidden errors of a reconcile
-// whose ServiceAccount does not exist with what is really wrong. The API
-// server refuses every request of an impersonated ServiceAccount that does
-// not exist as it refuses one without rights ("User ... cannot patch"),
-// which sends a person looking for a missing Role rather than a typo in
-// spec.serviceAccountName. It costs a read only when a write was refused.
-func (c *Controller) explainMissingServiceAccount(ctx context.Context, pass *apply.Pass) {
-	forbidden := func(e *apply.ObjectError) bool { return e.Reason == v1alpha1.ReasonForbidden }
-	t := pass.Target
-	if t == nil || t.ServiceAccount == "" || t.Cluster != destination.LocalCluster || !slices.ContainsFunc(pass.Out.Errs, forbidden) {
-		return
-	}
-	ns, name, _ := strings.Cut(t.ServiceAccount, "/")
-	if _, err := c.clients.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		return
-	}
-	missing := &apply.ObjectError{Index: -1, Reason: v1alpha1.ReasonServiceAccountNotFound, Retry: true,
-		Err: fmt.Errorf("ServiceAccount %s does not exist, so every write as it is refused: create it and grant it the rights the manifest needs, or correct spec.serviceAccountName", t.ServiceAccount)}
-	pass.Out.Errs = append([]*apply.ObjectError{missing}, slices.DeleteFunc(pass.Out.Errs, forbidden)...)
 }
 
 // readable is err as a condition message says it: when the destination's
