@@ -98,14 +98,14 @@ func (p *planned) observe(live *unstructured.Unstructured, generation int64) {
 	p.created = nil
 }
 
-// Apply brings the objects of pass.VR on pass.Target to its manifest: it
-// parses the manifest (cached per generation), resolves kinds and
+// applyPass brings the objects of pass.VR on pass.Target to its manifest:
+// it parses the manifest (cached per generation), resolves kinds and
 // namespaces, applies CRDs and Namespaces first and then the rest, tells
 // the watch registry what to watch, and prunes what left the inventory.
 // Failures are in pass.Out.Errs; a failure holds back only the prunes it
 // could be confused with (prunehold.go), and the entries that no status
 // write recorded yet are part of the inventory (unrecorded.go).
-func (e *Engine) Apply(ctx context.Context, pass *Pass) {
+func (e *Engine) applyPass(ctx context.Context, pass *Pass) {
 	vr := pass.VR
 	pass.Inventory = pass.st.withUnrecorded(pass.Inventory, pass.Target.Cluster)
 	pass.Out.Inventory = pass.Inventory
@@ -334,7 +334,7 @@ func (e *Engine) holds(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 	return decideHolds(leaving, errs)
 }
 
-// AllCached reports whether every object of pass's inventory (what the
+// AllCached reports whether every object of in.VR's inventory (what the
 // resource's last reconcile applied, status.managedResources) is in a
 // synced cache of the local cluster with this resource's marks: what a look
 // without a request can tell, and nothing of whether the objects are as
@@ -347,7 +347,12 @@ func (e *Engine) holds(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 // the inventory is of the resource's current generation). An empty
 // inventory, a kind that does not map, or a destination on another cluster
 // is never all cached. pass.Target must be set.
-func (e *Engine) AllCached(ctx context.Context, pass *Pass) bool {
+func (e *Engine) AllCached(ctx context.Context, in Input) bool {
+	if in.TargetErr != nil || in.Previous != nil {
+		return false
+	}
+	pass := e.NewPass(in.VR, in.OverrideManagers)
+	pass.Target = in.Target
 	vr := pass.VR
 	if pass.Target == nil || pass.Target.Cluster != destination.LocalCluster || len(pass.Inventory) == 0 {
 		return false

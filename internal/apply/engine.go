@@ -197,6 +197,10 @@ type Outcome struct {
 	Held []PruneHold
 	// Inventory is the status.managedResources to write.
 	Inventory []v1alpha1.ManagedResource
+	// Behind: spec.destination moved, and the objects on the previous
+	// destination could not all be let go yet; Inventory is still on that
+	// cluster.
+	Behind bool
 	// Sources are the references of spec.manifestFrom the pass read, with
 	// the sums of their content: status.manifestFrom once the pass
 	// succeeds.

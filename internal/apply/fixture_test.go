@@ -167,9 +167,7 @@ func (f *engineFixture) recordRequests() {
 // with kubectl-edit as the hand-edit manager.
 func (f *engineFixture) apply(vr *v1alpha1.VidraResource) *Pass {
 	f.t.Helper()
-	pass := f.engine.NewPass(vr, []string{"kubectl-edit"})
-	pass.Target = f.target
-	f.engine.Apply(context.Background(), pass)
+	pass := f.engine.Apply(context.Background(), Input{VR: vr, OverrideManagers: []string{"kubectl-edit"}, Target: f.target})
 	f.engine.Finish(context.Background(), pass)
 	return pass
 }

@@ -89,12 +89,9 @@ func (f *engineFixture) cacheConfigMapsOf(vr *v1alpha1.VidraResource) {
 // applyAs runs one pass of vr on the local destination acting as
 // ServiceAccount team-a/deployer.
 func (f *engineFixture) applyAs(vr *v1alpha1.VidraResource) *Pass {
-	pass := f.engine.NewPass(vr, nil)
 	target := *f.target
 	target.ServiceAccount = "team-a/deployer"
-	pass.Target = &target
-	f.engine.Apply(context.Background(), pass)
-	return pass
+	return f.engine.Apply(context.Background(), Input{VR: vr, Target: &target})
 }
 
 // A resource acting as a ServiceAccount that may do nothing in team-b is

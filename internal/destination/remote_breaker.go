@@ -72,6 +72,17 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // destination's API server could not be reached at all.
 func IsUnreachable(err error) bool { return Unreachable(err) != nil }
 
+// Readable is err as a condition message says it: when the destination's
+// API server could not be reached, that alone, without the request that
+// found it out (`Get "https://…/version?timeout=15s": `), which names the
+// server a second time and tells a person nothing more.
+func Readable(err error) error {
+	if u := Unreachable(err); u != nil {
+		return u
+	}
+	return err
+}
+
 // Unreachable returns the error in err's chain that says a destination's API
 // server could not be reached, or nil: of the errors of many objects that
 // failed the same way, it is the one that explains them all.

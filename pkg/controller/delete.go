@@ -70,9 +70,9 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 	case err != nil && destination.IsSecretGone(err):
 		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination's credentials are gone: %v", err), vr.Status.ManagedResources)
 	case err != nil && !del:
-		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", readable(err)), vr.Status.ManagedResources)
+		return c.abandon(ctx, key, vr, fmt.Sprintf("the destination is unavailable: %v", destination.Readable(err)), vr.Status.ManagedResources)
 	case err != nil:
-		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
+		msg := fmt.Sprintf("Cannot clean up managed objects, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", destination.Readable(err))
 		c.events.Event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(fmt.Errorf("resolve destination to clean up VidraResource %s/%s: %w", vr.Namespace, vr.Name, err),
 			c.writeDeleting(ctx, vr, msg, nil))
@@ -99,7 +99,7 @@ func (c *Controller) finalize(ctx context.Context, key cache.ObjectName, vr *v1a
 			// that must not hold the deletion.
 			return c.abandon(ctx, key, vr, fmt.Sprintf("Vidra's marks could not be removed: %v", err), failed)
 		}
-		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", readable(err))
+		msg := fmt.Sprintf("Cleaning up managed objects failed, retrying with backoff (set spec.deletionPolicy to Orphan to leave them): %v", destination.Readable(err))
 		c.events.Event(vr, true, "CleanupFailed", "%s", msg)
 		return syncResult{}, errors.Join(err, c.writeDeleting(ctx, vr, msg, nil))
 	}

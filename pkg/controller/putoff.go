@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/destination"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
@@ -37,9 +38,7 @@ func (c *Controller) putOff(ctx context.Context, key cache.ObjectName, trigger T
 	if err != nil {
 		return false
 	}
-	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
-	pass.Target = target
-	if !c.engine.AllCached(ctx, pass) {
+	if !c.engine.AllCached(ctx, apply.Input{VR: vr, OverrideManagers: c.config().OverrideManagers, Target: target}) {
 		return false
 	}
 	klog.FromContext(ctx).V(4).Info("Every object cached; verified after the resources missing one")

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/vidra-operator/vidra/internal/apply"
 	"github.com/vidra-operator/vidra/internal/destination"
@@ -70,11 +69,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 		return syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}, c.writeBlocked(ctx, vr, b)
 	}
 
-	pass := c.engine.NewPass(vr, c.config().OverrideManagers)
 	// The deadline covers the work on the destination, not the status
 	// write, which reports what was done before it ran out.
 	rctx, cancel := destination.WithReconcileDeadline(ctx, c.opts.ReconcileTimeout)
-	inventoryCluster := c.reconcile(rctx, pass)
+	pass, inventoryCluster := c.reconcile(rctx, vr)
 	cancel()
 	c.engine.Finish(ctx, pass)
 	res := syncResult{requeueAfter: c.interval(vr), requeueTrigger: TriggerInterval}
@@ -104,23 +102,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (syncResult
 }
 
 // reconcile is the level-triggered core: where the objects go, then the
-// apply engine's pass from the manifest to the cluster. It returns the
-// cluster the inventory it leaves in pass.Out is on, for
+// apply engine's pass from the manifest to the cluster. It returns the pass
+// and the cluster the inventory it leaves in pass.Out is on, for
 // status.inventoryCluster.
-func (c *Controller) reconcile(ctx context.Context, pass *apply.Pass) *v1alpha1.ClusterReference {
-	vr := pass.VR
-	if !c.leavePreviousCluster(ctx, pass) {
-		return vr.Status.InventoryCluster
+func (c *Controller) reconcile(ctx context.Context, vr *v1alpha1.VidraResource) (*apply.Pass, *v1alpha1.ClusterReference) {
+	in := apply.Input{VR: vr, OverrideManagers: c.config().OverrideManagers}
+	if old, moved := previousDestination(vr); moved {
+		target, err := c.dests.Resolve(ctx, old)
+		in.Previous = &apply.Previous{VR: old, Target: target, Err: err}
 	}
-	target, err := c.dests.Resolve(ctx, vr)
-	if err != nil {
-		reason, retry := destination.Failure(err)
-		pass.Out.Fail(reason, retry, readable(err))
-		return destinationRef(vr)
+	in.Target, in.TargetErr = c.dests.Resolve(ctx, vr)
+	pass := c.engine.Apply(ctx, in)
+	if pass.Out.Behind {
+		return pass, vr.Status.InventoryCluster
 	}
-	pass.Target = target
-	c.engine.Apply(ctx, pass)
-	return destinationRef(vr)
+	return pass, destinationRef(vr)
 }
 
 // destinationRef is the cluster of spec.destination, as
@@ -146,39 +142,6 @@ func previousDestination(vr *v1alpha1.VidraResource) (*v1alpha1.VidraResource, b
 	old.Spec.Destination.Server = prev.Server
 	old.Spec.Destination.KubeconfigSecretRef = prev.KubeconfigSecretRef.DeepCopy()
 	return old, true
-}
-
-// leavePreviousCluster prunes (or, with prune false, releases) the
-// inventory on the cluster it is on when spec.destination has moved to
-// another, so that the objects there are not forgotten. Objects it cannot
-// settle stay in the inventory, with their cluster, and the reconcile stops
-// there, to be retried with backoff: it returns false. When the previous
-// cluster's kubeconfig Secret is gone, nothing can reach its objects again:
-// they are left behind with a Warning Event.
-func (c *Controller) leavePreviousCluster(ctx context.Context, pass *apply.Pass) bool {
-	old, moved := previousDestination(pass.VR)
-	if !moved {
-		return true
-	}
-	logger := klog.FromContext(ctx).WithValues("previousServer", old.Spec.Destination.Server)
-	target, err := c.dests.Resolve(ctx, old)
-	switch {
-	case err != nil && destination.IsSecretGone(err):
-		c.events.Event(pass.VR, true, "LeftBehind", "The destination moved and the previous one cannot be reached any more (%v); left behind there: %s",
-			err, truncate(apply.InventoryNames(pass.Inventory)))
-		pass.Inventory, pass.Out.Inventory = nil, nil
-		return true
-	case err != nil:
-		pass.Out.Fail(v1alpha1.ReasonDestinationError, true,
-			fmt.Errorf("spec.destination moved; the objects on the previous destination are cleaned up first, which failed (retrying): %w", readable(err)))
-		return false
-	}
-	n := len(pass.Inventory)
-	if !c.engine.Leave(ctx, pass, old, target) {
-		return false
-	}
-	logger.Info("Left the previous destination", "objects", n)
-	return true
 }
 
 // setFinalizer adds or removes Vidra's finalizer with a merge patch that
@@ -208,15 +171,4 @@ func (c *Controller) setFinalizer(ctx context.Context, vr *v1alpha1.VidraResourc
 	vr = vr.DeepCopy()
 	vr.Finalizers, vr.ResourceVersion = out.Finalizers, out.ResourceVersion
 	return vr, nil
-}
-
-// readable is err as a condition message says it: when the destination's
-// API server could not be reached, that alone, without the request that
-// found it out (`Get "https://…/version?timeout=15s": `), which names the
-// server a second time and tells a person nothing more.
-func readable(err error) error {
-	if u := destination.Unreachable(err); u != nil {
-		return u
-	}
-	return err
 }
