@@ -5,10 +5,12 @@ package watchregistry
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -93,5 +95,62 @@ func TestAnObjectSharedByOwnersKeepsEachUntilItForgets(t *testing.T) {
 	}
 	if len(in.resources) != 0 || len(in.owners) != 0 {
 		t.Fatalf("index keeps forgotten owners: %d resources, %d owners", len(in.resources), len(in.owners))
+	}
+}
+
+// TestInterestsAgreeWithAPlainSetOfInterests replays random Sets and
+// Forgets of owners that share objects, and checks every answer against a
+// plain map of who wants what.
+func TestInterestsAgreeWithAPlainSetOfInterests(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gvrs := []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}, {Group: "apps", Version: "v1", Resource: "deployments"}}
+	owners := []string{"a", "b", "c", "d"}
+	type object struct {
+		gvr             schema.GroupVersionResource
+		namespace, name string
+	}
+	var objects []object
+	for _, gvr := range gvrs {
+		for _, name := range []string{"x", "y", "z"} {
+			objects = append(objects, object{gvr, "ns", name})
+		}
+	}
+	in := NewInterests[string]()
+	model := map[string]map[object]bool{}
+	for step := range 2000 {
+		owner := owners[rng.IntN(len(owners))]
+		if rng.IntN(4) == 0 {
+			in.Forget(owner)
+			delete(model, owner)
+		} else {
+			var set []Interest
+			model[owner] = map[object]bool{}
+			for range rng.IntN(4) {
+				o := objects[rng.IntN(len(objects))]
+				set = append(set, Interest{Ref: Ref{GVR: o.gvr, Namespace: o.namespace}, Name: o.name})
+				model[owner][o] = true
+			}
+			in.Set(owner, set)
+		}
+		for _, o := range objects {
+			var want []string
+			for _, w := range owners {
+				got := in.WantsByName(w, Ref{GVR: o.gvr}, o.namespace, o.name)
+				if got != model[w][o] {
+					t.Fatalf("step %d: WantsByName(%s, %v) = %v, want %v", step, w, o, got, model[w][o])
+				}
+				if got {
+					want = append(want, w)
+				}
+			}
+			u := &unstructured.Unstructured{}
+			u.SetNamespace(o.namespace)
+			u.SetName(o.name)
+			got := in.Owners(Event{Ref: Ref{GVR: o.gvr}, Object: u})
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: Owners(%v) = %v, want %v", step, o, got, want)
+			}
+		}
 	}
 }
