@@ -24,7 +24,6 @@ import (
 
 	"github.com/vidra-operator/vidra/internal/destination"
 	"github.com/vidra-operator/vidra/internal/fakeapply"
-	"github.com/vidra-operator/vidra/internal/shard"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 	vidrafake "github.com/vidra-operator/vidra/pkg/generated/clientset/versioned/fake"
 	informers "github.com/vidra-operator/vidra/pkg/generated/informers/externalversions"
@@ -208,18 +207,7 @@ func inSyncStatus(vr *v1alpha1.VidraResource) {
 // appObject is the object of appManifest on the destination; owner, if
 // set, is the VidraResource whose marks it carries, applied by Vidra.
 func appObject(owner *v1alpha1.VidraResource) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"namespace": engineNS, "name": "app", "uid": "app-uid", "resourceVersion": "42"},
-		"data":     map[string]any{"key": "value"},
-	}}
-	if owner != nil {
-		u.SetLabels(map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue, v1alpha1.OwnerUIDLabel: string(owner.UID),
-			v1alpha1.BucketLabel: shard.BucketLabel(cache.MetaObjectToName(owner))})
-		u.SetAnnotations(map[string]string{v1alpha1.OwnedByAnnotation: owner.Namespace + "/" + owner.Name})
-		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
-	}
-	return u
+	return fakeapply.AppConfigMap(engineNS, owner)
 }
 
 // events drains the Events recorded so far, as "Type Reason message".
