@@ -74,8 +74,8 @@ func (pl *planner) letGo(ctx context.Context, m v1alpha1.ManagedResource, hold P
 		}
 	}
 	d.Live = live
-	del := pl.in.VR.Spec.Prune == nil || *pl.in.VR.Spec.Prune
-	d.Action, d.Reason = decideLetGo(k, live, d.Heir != "", del, del && deleteRefused(pl.in.VR, k))
+	del, refuse := pruneDeletes(pl.in.VR, k)
+	d.Action, d.Reason = decideLetGo(k, live, d.Heir != "", del, refuse)
 	return d, true
 }
 

@@ -73,14 +73,13 @@ const (
 // could not settle, to be kept and tried again.
 func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bool) []v1alpha1.ManagedResource {
 	var kept []v1alpha1.ManagedResource
-	doPrune := pass.VR.Spec.Prune == nil || *pass.VR.Spec.Prune
 	for _, m := range pass.Inventory {
 		key := inventoryKey(m)
 		if desired[key] {
 			continue
 		}
-		refuse := doPrune && deleteRefused(pass.VR, key)
-		what, err := e.letGo(ctx, pass.Target, pass.VR, m, doPrune, refuse)
+		del, refuse := pruneDeletes(pass.VR, key)
+		what, err := e.letGo(ctx, pass.Target, pass.VR, m, del, refuse)
 		if err != nil {
 			e.metrics.Prunes.WithLabelValues("error").Inc()
 			pass.Out.Errs = append(pass.Out.Errs, &ObjectError{Key: key, Index: -1, Reason: v1alpha1.ReasonPruneFailed, Retry: true, Err: err})
@@ -113,6 +112,14 @@ func (e *Engine) prune(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 // CustomResourceDefinition its custom resources.
 func holdsOthers(k ObjectKey) bool {
 	return (k.group == "" && k.kind == "Namespace") || (k.group == "apiextensions.k8s.io" && k.kind == "CustomResourceDefinition")
+}
+
+// pruneDeletes says how the prune of vr lets the object of k go: deleted
+// (del: spec.prune is not false) or released, and refused when it is a
+// Namespace or CRD the resource may not delete. Plan asks it too.
+func pruneDeletes(vr *v1alpha1.VidraResource, k ObjectKey) (del, refuse bool) {
+	del = vr.Spec.Prune == nil || *vr.Spec.Prune
+	return del, del && deleteRefused(vr, k)
 }
 
 // deleteRefused reports whether vr may not delete the object of k to prune
