@@ -34,6 +34,32 @@ import (
 // the rest are Plan's own.
 type Action string
 
+// decide's actions, as Plan names them: each actionKind but the reads,
+// which Plan performs and decides again.
+const (
+	PlanInSync      Action = "InSync"
+	PlanCreate      Action = "Create"
+	PlanCreateOnly  Action = "CreateOnly"
+	PlanReportDrift Action = "ReportDrift"
+	PlanApply       Action = "Apply"
+	PlanMarksOnly   Action = "MarksOnly"
+	PlanTakeBack    Action = "TakeBack"
+	PlanTakeOver    Action = "TakeOver"
+	PlanRemoveKeys  Action = "RemoveKeys"
+	PlanRecreate    Action = "Recreate"
+	PlanConflict    Action = "Conflict"
+	PlanRefuse      Action = "Refuse"
+)
+
+// planActions names each of decide's final actions; a kind missing here
+// would reach the preview as an empty action (TestEveryDecisionHasAPlanAction).
+var planActions = [...]Action{
+	actInSync: PlanInSync, actCreate: PlanCreate, actCreateOnly: PlanCreateOnly,
+	actReportDrift: PlanReportDrift, actApply: PlanApply, actMarksOnly: PlanMarksOnly,
+	actTakeBack: PlanTakeBack, actTakeOver: PlanTakeOver, actRemoveKeys: PlanRemoveKeys,
+	actRecreate: PlanRecreate, actConflict: PlanConflict, actRefuse: PlanRefuse,
+}
+
 // The actions Plan adds to decide's.
 const (
 	// PlanIgnore: the object's apply policy is Ignore: never applied.
@@ -213,7 +239,7 @@ func (pl *planner) object(ctx context.Context, p *planned) Decision {
 			}
 			continue
 		}
-		d.Object, d.Live, d.Action, d.Reason, d.Err = p.sent(in.live), in.live, Action(a.kind.String()), a.reason, a.err
+		d.Object, d.Live, d.Action, d.Reason, d.Err = p.sent(in.live), in.live, planActions[a.kind], a.reason, a.err
 		return d
 	}
 }

@@ -271,8 +271,27 @@ func TestPlanAsksWhetherTheApplyChangesLiveOnlyAfterAManifestChange(t *testing.T
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ds[0].Action != "InSync" || live.asked != (generation == 2) {
+		if ds[0].Action != PlanInSync || live.asked != (generation == 2) {
 			t.Errorf("generation %d: %s, asked %v; want InSync, asked only after a change", generation, ds[0].Action, live.asked)
+		}
+	}
+}
+
+// Every action decide can end on has a name of Plan's, the one the
+// preview switches on; only the reads, which Plan performs and then
+// decides again, have none.
+func TestEveryDecisionHasAPlanAction(t *testing.T) {
+	for k := range actionKind(len(actionNames)) {
+		var got Action
+		if int(k) < len(planActions) {
+			got = planActions[k]
+		}
+		reads := k == actRead || k == actReadWhole
+		switch {
+		case reads && got != "":
+			t.Errorf("%v is a read, which Plan performs, yet names the action %q", k, got)
+		case !reads && got != Action(k.String()):
+			t.Errorf("%v reaches Plan as %q, want %q", k, got, k.String())
 		}
 	}
 }

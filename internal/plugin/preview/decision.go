@@ -23,7 +23,7 @@ import (
 // over a live one: a change.
 func isWrite(a apply.Action) bool {
 	switch a {
-	case "Apply", "MarksOnly", "TakeBack", "TakeOver", "RemoveKeys":
+	case apply.PlanApply, apply.PlanMarksOnly, apply.PlanTakeBack, apply.PlanTakeOver, apply.PlanRemoveKeys:
 		return true
 	}
 	return false
@@ -40,19 +40,19 @@ func (r *reader) render(ctx context.Context, d apply.Decision) Object {
 	case d.Err != nil:
 		// Conflict, Refuse: the operator writes nothing.
 		out.Action, out.Message = ActionConflict, d.Err.Err.Error()
-	case d.Action == "InSync":
+	case d.Action == apply.PlanInSync:
 		out.Action = ActionUnchanged
-	case d.Action == "CreateOnly":
+	case d.Action == apply.PlanCreateOnly:
 		out.Action, out.Message = ActionUnchanged, "exists; "+v1alpha1.ApplyPolicyAnnotation+": IfNotPresent never changes it"
-	case d.Action == "Create":
+	case d.Action == apply.PlanCreate:
 		return r.created(ctx, out, d.Object)
-	case d.Action == "ReportDrift":
+	case d.Action == apply.PlanReportDrift:
 		out = r.written(ctx, out, d)
 		if out.Action != ActionError {
 			out.Action = ActionUnchanged
 			out.Message = "drifted (" + d.Reason + "); driftPolicy Report lists it in status.drift and changes nothing"
 		}
-	case d.Action == "Recreate":
+	case d.Action == apply.PlanRecreate:
 		out.Action, out.Message = ActionChange, "made immutable by another writer; force deletes it and creates it again"
 		out = withDiff(out, d.Live, d.Object)
 	case isWrite(d.Action):

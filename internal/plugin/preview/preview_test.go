@@ -256,7 +256,7 @@ func planned(t *testing.T, l *memLive, vr *v1alpha1.VidraResource, text string) 
 	r := &reader{}
 	res := &Result{Resource: vr.Namespace + "/" + vr.Name}
 	for _, d := range ds {
-		if d.Action == "Create" {
+		if d.Action == apply.PlanCreate {
 			// Its dry run is the control-plane tests' business.
 			res.Objects = append(res.Objects, objectOf(d.Object, ActionCreate))
 			continue
