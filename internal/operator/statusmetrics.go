@@ -19,10 +19,14 @@ import (
 // Ready, how many are stalled or fight over fields, and how long a sync
 // has failed compared with its interval: what the status conditions say,
 // which counters cannot. statusCollector reads them from the informers'
-// caches at each scrape (no request to the API server), and reports them
-// per namespace, so that the series are bounded by the namespaces, not by
-// the resources; a sync's series are per sync, as syncs are few and each
-// has an interval of its own.
+// caches at each scrape (no request to the API server), and reports what
+// is wrong per namespace, so that the series are bounded by the
+// namespaces, not by the resources; what is well is counted once for the
+// cluster. A fleet of healthy namespaces then costs a scrape a handful of
+// series, not five per namespace: at 1,000 namespaces those took some 6
+// MB of garbage and 20 ms of CPU a scrape (BenchmarkScrapeStatus), and
+// read nothing an alert or a panel asks. A sync's series are per sync, as
+// syncs are few and each has an interval of its own.
 type statusCollector struct {
 	resources func() []*v1alpha1.VidraResource
 	// syncs is nil when the API server does not serve InfrahubSyncs.
@@ -43,10 +47,10 @@ func newStatusCollector(resources listers.VidraResourceLister, syncs listers.Inf
 		syncInterval: syncInterval,
 		now:          time.Now,
 		conditions: prometheus.NewDesc("vidra_resource_conditions",
-			"VidraResources by namespace, condition type (Ready, Stalled, Conflict, Drifted), status and reason.",
+			"VidraResources by condition type (Ready, Stalled, Conflict, Drifted), status and reason: by namespace where the status tells of a problem; those in the healthy status (Ready True, the others False) counted for the cluster, without a namespace.",
 			[]string{"namespace", "type", "status", "reason"}, nil),
 		notReady: prometheus.NewDesc("vidra_resource_not_ready_seconds",
-			"The longest time a VidraResource of the namespace has not been Ready (0 when all are), by the Ready condition's last transition; suspended ones are left out.",
+			"The longest time a VidraResource of the namespace has not been Ready, by the Ready condition's last transition; only namespaces with one not Ready, suspended ones left out.",
 			[]string{"namespace"}, nil),
 		syncNotReady: prometheus.NewDesc("vidra_infrahubsync_not_ready_seconds",
 			"How long the InfrahubSync has not been Ready (0 while it is), by the Ready condition's last transition.",
@@ -67,6 +71,15 @@ func newStatusCollector(resources listers.VidraResourceLister, syncs listers.Inf
 // reportedConditions are the condition types vidra_resource_conditions
 // counts: the ones an alert or a dashboard panel reads.
 var reportedConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled, v1alpha1.ConditionConflict, v1alpha1.ConditionDrifted}
+
+// healthy is the status of each reported condition that tells nothing is
+// wrong: a resource in it is counted for the cluster, not its namespace.
+func healthy(typ string, status metav1.ConditionStatus) bool {
+	if typ == v1alpha1.ConditionReady {
+		return status == metav1.ConditionTrue
+	}
+	return status == metav1.ConditionFalse
+}
 
 // Describe implements prometheus.Collector.
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -145,31 +158,32 @@ func reasonLabel(reason string) string {
 	return "other"
 }
 
-// conditionKey is one series of vidra_resource_conditions.
+// conditionKey is one series of vidra_resource_conditions; namespace is
+// empty for the cluster's count of a healthy status.
 type conditionKey struct{ namespace, typ, status, reason string }
 
 // resourceStatus is what the collector reports of a set of resources: a
-// pure function of them and the time, which the tests table.
+// pure function of them and the time, which the tests table. notReady
+// holds only the namespaces with a resource not Ready.
 func resourceStatus(resources []*v1alpha1.VidraResource, now time.Time) (counts map[conditionKey]int, notReady map[string]time.Duration) {
 	counts = map[conditionKey]int{}
 	notReady = map[string]time.Duration{}
 	for _, vr := range resources {
-		ns := vr.Namespace
-		if _, ok := notReady[ns]; !ok {
-			notReady[ns] = 0
-		}
 		for _, typ := range reportedConditions {
-			cond := meta.FindStatusCondition(vr.Status.Conditions, typ)
-			if cond == nil {
-				if typ == v1alpha1.ConditionReady {
-					counts[conditionKey{ns, typ, string(metav1.ConditionUnknown), ""}]++
-				}
+			status, reason := metav1.ConditionUnknown, ""
+			if cond := meta.FindStatusCondition(vr.Status.Conditions, typ); cond != nil {
+				status, reason = cond.Status, reasonLabel(cond.Reason)
+			} else if typ != v1alpha1.ConditionReady {
 				continue
 			}
-			counts[conditionKey{ns, typ, string(cond.Status), reasonLabel(cond.Reason)}]++
+			ns := vr.Namespace
+			if healthy(typ, status) {
+				ns = ""
+			}
+			counts[conditionKey{ns, typ, string(status), reason}]++
 		}
-		if age := notReadyFor(vr.Status.Conditions, vr.CreationTimestamp, now); age > notReady[ns] && !vr.Spec.Suspend {
-			notReady[ns] = age
+		if age := notReadyFor(vr.Status.Conditions, vr.CreationTimestamp, now); age > notReady[vr.Namespace] && !vr.Spec.Suspend {
+			notReady[vr.Namespace] = age
 		}
 	}
 	return counts, notReady

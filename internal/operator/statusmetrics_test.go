@@ -20,7 +20,9 @@ import (
 
 // What the alerts read: per namespace, the longest a resource has not been
 // Ready (by the condition's last transition, by its creation when it has
-// no condition yet, suspended ones aside), and the resources by condition.
+// no condition yet, suspended ones aside), and the resources by condition:
+// by namespace where the condition tells of a problem, for the cluster
+// where it does not. Namespaces where all is well have no series.
 func TestResourceStatusIsPerNamespaceAndAgesNotReady(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
@@ -40,23 +42,24 @@ func TestResourceStatusIsPerNamespaceAndAgesNotReady(t *testing.T) {
 		vr("a", 3*time.Minute, false),
 		vr("b", 2*time.Hour, true, cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSuspended, time.Hour)),
 		vr("c", time.Hour, false, cond(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, time.Minute),
-			cond(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, time.Minute)),
+			cond(v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonFieldConflict, time.Minute),
+			cond(v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonReconciled, time.Minute),
+			cond(v1alpha1.ConditionDrifted, metav1.ConditionFalse, v1alpha1.ReasonNoDrift, time.Minute)),
 	}, now)
 
-	wantAge := map[string]time.Duration{"a": 12 * time.Minute, "b": 0, "c": 0}
-	for ns, want := range wantAge {
-		if got, ok := notReady[ns]; !ok || got != want {
-			t.Errorf("not ready in %s = %v (reported %v), want %v", ns, got, ok, want)
-		}
+	wantAge := map[string]time.Duration{"a": 12 * time.Minute}
+	if len(notReady) != len(wantAge) || notReady["a"] != wantAge["a"] {
+		t.Errorf("not ready = %v, want %v: only the namespaces with a resource not Ready, suspended ones aside", notReady, wantAge)
 	}
 	wantCounts := map[conditionKey]int{
-		{"a", "Ready", "True", "Reconciled"}:       1,
+		{"", "Ready", "True", "Reconciled"}:        2,
 		{"a", "Ready", "False", "ApplyFailed"}:     1,
 		{"a", "Ready", "Unknown", ""}:              1,
 		{"a", "Stalled", "True", "ApplyFailed"}:    1,
+		{"", "Stalled", "False", "Reconciled"}:     1,
 		{"b", "Ready", "False", "Suspended"}:       1,
-		{"c", "Ready", "True", "Reconciled"}:       1,
 		{"c", "Conflict", "True", "FieldConflict"}: 1,
+		{"", "Drifted", "False", "NoDrift"}:        1,
 	}
 	if len(counts) != len(wantCounts) {
 		t.Errorf("counts = %v, want %v", counts, wantCounts)

@@ -166,6 +166,9 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 	// applies, drift found and corrected.
 	testenv.CreateVR(t, vidra, ns, "hello", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello-vidra\ndata:\n  greeting: hello\n")
 	waitReady(t, ns, "hello")
+	// And one that stalls on its manifest: the status gauges report a
+	// namespace only while something in it is wrong.
+	testenv.CreateVR(t, vidra, ns, "broken", "apiVersion: v1\nmetadata:\n  name: no-kind\n")
 	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(t.Context(), "hello-vidra", types.MergePatchType, []byte(`{"data":{"greeting":"edited"}}`),
 		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
@@ -215,8 +218,12 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 	if v := got.Sum("vidra_infrahubsync_interval_seconds", map[string]string{"namespace": ns, "name": "devices"}); v != 60 {
 		t.Errorf("vidra_infrahubsync_interval_seconds of the sync = %v, want the default 60", v)
 	}
-	if v := got.Sum("vidra_resource_conditions", map[string]string{"namespace": ns, "type": "Ready", "status": "True"}); v < 1 {
-		t.Errorf("vidra_resource_conditions counts %v Ready resources in %s, want at least 1", v, ns)
+	// A healthy status is counted for the cluster, a problem by namespace.
+	if v := got.Sum("vidra_resource_conditions", map[string]string{"namespace": "", "type": "Ready", "status": "True"}); v < 1 {
+		t.Errorf("vidra_resource_conditions counts %v Ready resources, want at least 1", v)
+	}
+	if v := got.Sum("vidra_resource_conditions", map[string]string{"namespace": ns, "type": "Stalled", "status": "True", "reason": v1alpha1.ReasonInvalidManifest}); v != 1 {
+		t.Errorf("vidra_resource_conditions counts %v stalled resources in %s, want 1", v, ns)
 	}
 	sync, err := vidra.InfrahubV1alpha1().InfrahubSyncs(ns).Get(t.Context(), "devices", metav1.GetOptions{})
 	if err != nil || !meta.IsStatusConditionTrue(sync.Status.Conditions, v1alpha1.ConditionReady) {
