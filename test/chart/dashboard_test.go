@@ -169,6 +169,9 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 	// And one that stalls on its manifest: the status gauges report a
 	// namespace only while something in it is wrong.
 	testenv.CreateVR(t, vidra, ns, "broken", "apiVersion: v1\nmetadata:\n  name: no-kind\n")
+	testenv.WaitVR(t, vidra, ns, "broken", "stalled", func(vr *v1alpha1.VidraResource) bool {
+		return meta.IsStatusConditionTrue(vr.Status.Conditions, v1alpha1.ConditionStalled)
+	})
 	if _, err := kube.CoreV1().ConfigMaps(ns).Patch(t.Context(), "hello-vidra", types.MergePatchType, []byte(`{"data":{"greeting":"edited"}}`),
 		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
@@ -193,6 +196,7 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	stalled := map[string]string{"namespace": ns, "type": "Stalled", "status": "True", "reason": v1alpha1.ReasonInvalidManifest}
 	var missing []string
 	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := op.Metrics(ctx)
@@ -205,7 +209,9 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 				missing = append(missing, m)
 			}
 		}
-		return len(missing) == 0, nil
+		// The stalled resource as the operator's cache holds it, not only
+		// as the API server does.
+		return len(missing) == 0 && got.Sum("vidra_resource_conditions", stalled) == 1, nil
 	})
 	if err != nil {
 		slices.Sort(missing)
@@ -222,7 +228,7 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 	if v := got.Sum("vidra_resource_conditions", map[string]string{"namespace": "", "type": "Ready", "status": "True"}); v < 1 {
 		t.Errorf("vidra_resource_conditions counts %v Ready resources, want at least 1", v)
 	}
-	if v := got.Sum("vidra_resource_conditions", map[string]string{"namespace": ns, "type": "Stalled", "status": "True", "reason": v1alpha1.ReasonInvalidManifest}); v != 1 {
+	if v := got.Sum("vidra_resource_conditions", stalled); v != 1 {
 		t.Errorf("vidra_resource_conditions counts %v stalled resources in %s, want 1", v, ns)
 	}
 	sync, err := vidra.InfrahubV1alpha1().InfrahubSyncs(ns).Get(t.Context(), "devices", metav1.GetOptions{})
