@@ -346,7 +346,7 @@ func (e *Engine) holds(ctx context.Context, pass *Pass, desired map[ObjectKey]bo
 // the lists, and the answer only orders reconciles (the caller checks that
 // the inventory is of the resource's current generation). An empty
 // inventory, a kind that does not map, or a destination on another cluster
-// is never all cached. pass.Target must be set.
+// is never all cached. in.Target must be set (in.Resolve is not called).
 func (e *Engine) AllCached(ctx context.Context, in Input) bool {
 	if in.TargetErr != nil || in.Previous != nil {
 		return false

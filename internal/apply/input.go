@@ -28,6 +28,12 @@ type Input struct {
 	// resolved, why.
 	Target    *destination.Target
 	TargetErr error
+	// Resolve, when set, resolves Target and TargetErr once the objects on
+	// a previous destination have been let go. The resolver keeps state per
+	// resource: resolving the new destination first would release the
+	// previous cluster's clients and watches while the pass still needs
+	// them to let its objects go.
+	Resolve func(context.Context) (*destination.Target, error)
 	// Previous is set when spec.destination moved away from the cluster
 	// the inventory is on: the objects there are let go first.
 	Previous *Previous
@@ -50,6 +56,9 @@ func (e *Engine) Apply(ctx context.Context, in Input) *Pass {
 	pass := e.NewPass(in.VR, in.OverrideManagers)
 	if in.Previous != nil && !e.leavePrevious(ctx, pass, *in.Previous) {
 		return pass
+	}
+	if in.Resolve != nil {
+		in.Target, in.TargetErr = in.Resolve(ctx)
 	}
 	if in.TargetErr != nil {
 		reason, retry := destination.Failure(in.TargetErr)

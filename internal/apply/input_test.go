@@ -8,6 +8,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/vidra-operator/vidra/internal/destination"
+	"github.com/vidra-operator/vidra/internal/fakeapply"
 	v1alpha1 "github.com/vidra-operator/vidra/pkg/apis/infrahub/v1alpha1"
 )
 
@@ -41,6 +43,41 @@ func TestADestinationThatCannotBeResolvedFailsThePassBeforeAnyRequest(t *testing
 			}
 			if reqs := f.requests(); len(reqs) != 0 {
 				t.Errorf("requests %v, want none", reqs)
+			}
+		})
+	}
+}
+
+// The target is resolved once the objects on the previous destination
+// are let go, never before: the resolver keeps state per resource, and
+// resolving the new destination releases the previous cluster's clients
+// and watches. A previous destination that cannot be let go stops the
+// pass before the target is resolved at all.
+func TestTheTargetIsResolvedAfterThePreviousDestinationIsLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		leaveErr     error
+		wantResolved bool
+	}{
+		{"let go", nil, true},
+		{"not let go", errors.New("connection refused"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vr := engineVR("app", appManifest, inSyncStatus)
+			f := newEngineFixture(t, []*v1alpha1.VidraResource{vr}, fakeapply.AppConfigMap(engineNS, vr))
+			resolved, requestsBefore := 0, -1
+			in := Input{VR: vr, Previous: &Previous{VR: vr, Target: f.target, Err: tc.leaveErr},
+				Resolve: func(context.Context) (*destination.Target, error) {
+					resolved++
+					requestsBefore = len(f.requests())
+					return f.target, nil
+				}}
+			pass := f.engine.Apply(context.Background(), in)
+			if got := resolved == 1; got != tc.wantResolved || resolved > 1 {
+				t.Fatalf("resolved %d times, want resolved: %v (errors %v)", resolved, tc.wantResolved, pass.Out.Errs)
+			}
+			if tc.wantResolved && requestsBefore == 0 {
+				t.Errorf("resolved before the previous destination was let go: no request before it; all: %v", f.requests())
 			}
 		})
 	}

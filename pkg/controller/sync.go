@@ -111,7 +111,7 @@ func (c *Controller) reconcile(ctx context.Context, vr *v1alpha1.VidraResource) 
 		target, err := c.dests.Resolve(ctx, old)
 		in.Previous = &apply.Previous{VR: old, Target: target, Err: err}
 	}
-	in.Target, in.TargetErr = c.dests.Resolve(ctx, vr)
+	in.Resolve = func(ctx context.Context) (*destination.Target, error) { return c.dests.Resolve(ctx, vr) }
 	pass := c.engine.Apply(ctx, in)
 	if pass.Out.Behind {
 		return pass, vr.Status.InventoryCluster
